@@ -1,0 +1,244 @@
+"""The values that flow between dapr's steps: documents, passages, queries, qrels and runs."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+Queries = dict[str, str]
+"""Query id -> query text."""
+Qrels = dict[str, dict[str, int]]
+"""Query id -> item id -> graded relevance (the shape pytrec_eval reads)."""
+
+SPLITS = ("train", "dev", "test")
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """One retrievable unit of a document, at its position (0-based) in reading order."""
+
+    id: str
+    doc_id: str
+    position: int
+    text: str
+    is_candidate: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A titled document made of ordered passages."""
+
+    id: str
+    title: str
+    passages: tuple[Passage, ...]
+
+    @property
+    def text(self) -> str:
+        """The whole document as one text: the title, then every passage."""
+        return " ".join([self.title, *(p.text for p in self.passages)]).strip()
+
+
+@dataclass(frozen=True)
+class Split:
+    """The queries of one split and their graded judgements."""
+
+    queries: Queries
+    qrels: Qrels
+
+
+class Corpus:
+    """Documents in a fixed order, streamed from their source every time they are iterated.
+
+    ``source`` is either a sequence of documents or a function returning a fresh iterator, so
+    a corpus larger than memory is read once per pass and never held whole.
+    """
+
+    def __init__(self, source: Sequence[Document] | Callable[[], Iterable[Document]]):
+        self._source = source
+
+    def __iter__(self) -> Iterator[Document]:
+        yield from (self._source() if callable(self._source) else self._source)
+
+    def passages(self) -> Iterator[Passage]:
+        for document in self:
+            yield from document.passages
+
+    @cached_property
+    def ids(self) -> CorpusIds:
+        """Passage ids, document ids and the passage -> document map, as arrays."""
+        passage_ids, doc_of, doc_ids = [], [], []
+        for d, document in enumerate(self):
+            doc_ids.append(document.id)
+            for passage in document.passages:
+                passage_ids.append(passage.id)
+                doc_of.append(d)
+        return CorpusIds(
+            passage_ids=np.array(passage_ids, dtype=object),
+            doc_ids=np.array(doc_ids, dtype=object),
+            doc_of=np.array(doc_of, dtype=np.int64),
+        )
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A content hash of every id, title, text and candidate flag, in order."""
+        digest = hashlib.sha256()
+        for document in self:
+            _feed(digest, "D", document.id, document.title)
+            for p in document.passages:
+                _feed(digest, "P", p.id, str(p.position), p.text, "1" if p.is_candidate else "0")
+        return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class CorpusIds:
+    """Positional views of a corpus: passage ``i`` belongs to document ``doc_of[i]``."""
+
+    passage_ids: np.ndarray
+    doc_ids: np.ndarray
+    doc_of: np.ndarray
+
+
+@dataclass
+class Dataset:
+    """A corpus with queries and qrels per split."""
+
+    name: str
+    corpus: Corpus
+    splits: dict[str, Split] = field(default_factory=dict)
+
+    def split(self, name: str) -> Split:
+        if name not in self.splits:
+            have = ", ".join(self.splits) or "none"
+            raise KeyError(f"dataset {self.name!r} has no split {name!r} (it has: {have})")
+        return self.splits[name]
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A content hash of the corpus and of every split's queries and qrels."""
+        digest = hashlib.sha256(self.corpus.fingerprint.encode())
+        for name in sorted(self.splits):
+            split = self.splits[name]
+            _feed(digest, "S", name)
+            for qid in sorted(split.queries):
+                _feed(digest, "Q", qid, split.queries[qid])
+            for qid in sorted(split.qrels):
+                for item, grade in sorted(split.qrels[qid].items()):
+                    _feed(digest, "J", qid, item, str(grade))
+        return digest.hexdigest()[:16]
+
+
+def _feed(digest: hashlib._Hash, *fields: str) -> None:
+    for value in fields:
+        data = value.encode()
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """Ranked lists of scored items, one per query, stored column-wise.
+
+    Query ``queries[q]`` owns rows ``offsets[q]:offsets[q + 1]``; each row is an item (a code into
+    ``vocab``) and its score. Within a query rows are in rank order: descending score, ties in
+    ascending item code. Build one with :meth:`from_dict` or :meth:`from_lists`.
+    """
+
+    queries: np.ndarray
+    offsets: np.ndarray
+    items: np.ndarray
+    scores: np.ndarray
+    vocab: np.ndarray
+
+    @classmethod
+    def from_lists(
+        cls,
+        queries: Sequence[str],
+        items: Sequence[np.ndarray],
+        scores: Sequence[np.ndarray],
+        vocab: np.ndarray,
+    ) -> Run:
+        """A run from per-query arrays of item codes and scores, in any order."""
+        lengths = np.fromiter((len(x) for x in items), dtype=np.int64, count=len(items))
+        offsets = np.zeros(len(items) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        flat_items = np.concatenate(items).astype(np.int64) if items else np.zeros(0, np.int64)
+        flat_scores = (
+            np.concatenate(scores).astype(np.float64) if scores else np.zeros(0, np.float64)
+        )
+        order = rank_order(offsets, flat_items, flat_scores)
+        return cls(
+            queries=np.array(list(queries), dtype=object),
+            offsets=offsets,
+            items=flat_items[order],
+            scores=flat_scores[order],
+            vocab=np.asarray(vocab, dtype=object),
+        )
+
+    @classmethod
+    def from_dict(cls, run: Mapping[str, Mapping[str, float]]) -> Run:
+        """A run from ``{query_id: {item_id: score}}``."""
+        vocab: dict[str, int] = {}
+        items, scores = [], []
+        for ranked in run.values():
+            items.append(np.array([vocab.setdefault(i, len(vocab)) for i in ranked], np.int64))
+            scores.append(np.fromiter(ranked.values(), dtype=np.float64, count=len(ranked)))
+        return cls.from_lists(list(run), items, scores, np.array(list(vocab), dtype=object))
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    def ranking(self, q: int) -> tuple[np.ndarray, np.ndarray]:
+        """Item ids and scores of the ``q``-th query, in rank order."""
+        rows = slice(self.offsets[q], self.offsets[q + 1])
+        return self.vocab[self.items[rows]], self.scores[rows]
+
+    def to_dict(self) -> dict[str, dict[str, float]]:
+        """``{query_id: {item_id: score}}`` in rank order, the shape pytrec_eval reads."""
+        out = {}
+        for q, qid in enumerate(self.queries):
+            ids, scores = self.ranking(q)
+            out[qid] = dict(zip(ids.tolist(), scores.tolist()))
+        return out
+
+    def top(self, k: int) -> Run:
+        """The first ``k`` items of every query."""
+        lengths = np.minimum(np.diff(self.offsets), k)
+        keep = np.concatenate(
+            [np.arange(s, s + n) for s, n in zip(self.offsets[:-1], lengths)] or [[]]
+        ).astype(np.int64)
+        offsets = np.zeros_like(self.offsets)
+        np.cumsum(lengths, out=offsets[1:])
+        return Run(self.queries, offsets, self.items[keep], self.scores[keep], self.vocab)
+
+    def save(self, path: Path) -> None:
+        """Store as ``.npz`` (no pickling; ids as fixed-width unicode)."""
+        np.savez(
+            path,
+            queries=self.queries.astype(str),
+            offsets=self.offsets,
+            items=self.items,
+            scores=self.scores,
+            vocab=self.vocab.astype(str),
+        )
+
+    @classmethod
+    def load(cls, path: Path) -> Run:
+        with np.load(path, allow_pickle=False) as z:
+            return cls(
+                queries=z["queries"].astype(object),
+                offsets=z["offsets"],
+                items=z["items"],
+                scores=z["scores"],
+                vocab=z["vocab"].astype(object),
+            )
+
+
+def rank_order(offsets: np.ndarray, items: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Row permutation that puts every query's rows in rank order, queries kept in place."""
+    query_of_row = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    return np.lexsort((items, -scores, query_of_row))
