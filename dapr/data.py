@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dapr.errors import DaprError
+
 Queries = dict[str, str]
 """Query id -> query text."""
 Qrels = dict[str, dict[str, int]]
@@ -114,7 +116,7 @@ class Dataset:
     def split(self, name: str) -> Split:
         if name not in self.splits:
             have = ", ".join(self.splits) or "none"
-            raise KeyError(f"dataset {self.name!r} has no split {name!r} (it has: {have})")
+            raise DaprError(f"dataset {self.name!r} has no split {name!r}; choose from: {have}")
         return self.splits[name]
 
     @cached_property

@@ -1,0 +1,208 @@
+"""The experiment file: what it may contain, and its validation into typed settings."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dapr import registry
+from dapr.errors import ConfigError, DaprError
+from dapr.evaluation import DEFAULT_METRICS, parse_metric
+
+LEVELS = ("passage", "document")
+
+
+@dataclass(frozen=True)
+class RetrieverSpec:
+    """One retrieval system: a registered retriever over passages or whole documents."""
+
+    name: str
+    level: str = "passage"
+    args: dict[str, Any] = field(default_factory=dict)
+    contextualizer: str | None = None
+
+
+@dataclass(frozen=True)
+class FusionSpec:
+    """A fuser combining a document-level and a passage-level system of the same experiment."""
+
+    name: str
+    document: str
+    passage: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    dataset: str
+    split: str = "test"
+    depth: int = 1000
+    metrics: tuple[str, ...] = DEFAULT_METRICS
+    retrievers: dict[str, RetrieverSpec] = field(default_factory=dict)
+    fusion: dict[str, FusionSpec] = field(default_factory=dict)
+    dataset_args: dict[str, Any] = field(default_factory=dict)
+
+
+_TOP = {
+    "name": str,
+    "dataset": str,
+    "dataset_args": dict,
+    "split": str,
+    "depth": int,
+    "metrics": list,
+    "retrievers": dict,
+    "fusion": dict,
+}
+_RETRIEVER = {"name": str, "level": str, "args": dict, "contextualizer": (str, type(None))}
+_FUSION = {"name": str, "document": str, "passage": str, "args": dict}
+
+
+def load(path: Path, overrides: list[str] = ()) -> Experiment:
+    """Read, override (``key.sub=value``, values parsed as YAML) and validate an experiment file."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such experiment file") from None
+    except yaml.YAMLError as error:
+        line = getattr(getattr(error, "problem_mark", None), "line", None)
+        where = f"{path}:{line + 1}" if line is not None else str(path)
+        raise ConfigError(f"{where}: not valid YAML ({getattr(error, 'problem', error)})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+    for assignment in overrides:
+        _override(raw, assignment, path)
+    return validate(raw, path)
+
+
+def _override(raw: dict, assignment: str, path: Path) -> None:
+    key, sep, value = assignment.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"--set {assignment!r}: write it as key=value, e.g. --set split=dev")
+    *parents, last = key.split(".")
+    node = raw
+    for part in parents:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{path}: --set {key}: {part!r} is not a mapping")
+    node[last] = yaml.safe_load(value) if value else ""
+
+
+def validate(raw: dict, path: Path) -> Experiment:
+    """Typed settings, or a ConfigError naming the file, the key and the valid choices."""
+    _check_fields(raw, _TOP, path, "")
+    for required in ("dataset", "retrievers"):
+        if required not in raw:
+            raise ConfigError(f"{path}: missing key {required!r}")
+    metrics = tuple(raw.get("metrics", DEFAULT_METRICS))
+    for m in metrics:
+        _wrap(path, "metrics", lambda m=m: parse_metric(str(m)))
+    retrievers = {
+        system: _retriever(spec, path, f"retrievers.{system}")
+        for system, spec in raw["retrievers"].items()
+    }
+    fusion = {
+        system: _fusion(spec, path, f"fusion.{system}", retrievers)
+        for system, spec in raw.get("fusion", {}).items()
+    }
+    clash = set(retrievers) & set(fusion)
+    if clash:
+        raise ConfigError(f"{path}: system name {sorted(clash)[0]!r} is used twice; rename one")
+    depth = raw.get("depth", 1000)
+    if depth < 1:
+        raise ConfigError(f"{path}: depth must be a positive integer, got {depth}")
+    return Experiment(
+        name=raw.get("name", path.stem),
+        dataset=raw["dataset"],
+        dataset_args=raw.get("dataset_args", {}),
+        split=raw.get("split", "test"),
+        depth=depth,
+        metrics=metrics,
+        retrievers=retrievers,
+        fusion=fusion,
+    )
+
+
+def _retriever(spec: Any, path: Path, where: str) -> RetrieverSpec:
+    _check_fields(spec, _RETRIEVER, path, where)
+    if "name" not in spec:
+        raise ConfigError(f"{path}: {where}: missing key 'name' (a registered retriever)")
+    level = spec.get("level", "passage")
+    if level not in LEVELS:
+        raise ConfigError(f"{path}: {where}.level: {level!r} is not one of: {', '.join(LEVELS)}")
+    factory = _wrap(path, f"{where}.name", lambda: registry.retrievers.get(spec["name"]))
+    _check_args(factory, spec.get("args", {}), path, f"{where}.args")
+    contextualizer = spec.get("contextualizer")
+    if contextualizer is not None:
+        if level == "document":
+            raise ConfigError(
+                f"{path}: {where}.contextualizer: contextualizers apply to passages; "
+                "remove it or set level: passage"
+            )
+        _wrap(path, f"{where}.contextualizer", lambda: registry.contextualizers.get(contextualizer))
+    return RetrieverSpec(spec["name"], level, spec.get("args", {}), contextualizer)
+
+
+def _fusion(spec: Any, path: Path, where: str, systems: dict[str, RetrieverSpec]) -> FusionSpec:
+    _check_fields(spec, _FUSION, path, where)
+    for key in ("name", "document", "passage"):
+        if key not in spec:
+            raise ConfigError(f"{path}: {where}: missing key {key!r}")
+    for key, level in (("document", "document"), ("passage", "passage")):
+        system = systems.get(spec[key])
+        if system is None or system.level != level:
+            choices = [s for s, r in systems.items() if r.level == level]
+            raise ConfigError(
+                f"{path}: {where}.{key}: {spec[key]!r} is not a {level}-level retriever of this "
+                f"experiment; choose from: {', '.join(choices) or 'none defined'}"
+            )
+    factory = _wrap(path, f"{where}.name", lambda: registry.fusers.get(spec["name"]))
+    _check_args(factory, spec.get("args", {}), path, f"{where}.args")
+    return FusionSpec(spec["name"], spec["document"], spec["passage"], spec.get("args", {}))
+
+
+def _check_fields(spec: Any, schema: dict[str, Any], path: Path, where: str) -> None:
+    prefix = f"{where}." if where else ""
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{path}: {where or 'top level'}: expected a mapping")
+    for key, value in spec.items():
+        if key not in schema:
+            raise ConfigError(
+                f"{path}: unknown key {prefix}{key!r}; valid keys: {', '.join(schema)}"
+            )
+        expected = schema[key]
+        if not isinstance(value, expected) or (isinstance(value, bool) and expected is int):
+            names = expected.__name__ if isinstance(expected, type) else "string or null"
+            raise ConfigError(f"{path}: {prefix}{key} must be a {names}, got {value!r}")
+
+
+def _check_args(factory: Any, args: dict, path: Path, where: str) -> None:
+    """Reject keyword arguments the component's constructor does not take."""
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        return
+    accepted = [n for n, p in parameters.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    for name in args:
+        if name not in accepted:
+            raise ConfigError(
+                f"{path}: unknown key {where}.{name!r}; valid keys: {', '.join(accepted) or 'none'}"
+            )
+    missing = [
+        n for n in accepted if parameters[n].default is inspect.Parameter.empty and n not in args
+    ]
+    if missing:
+        raise ConfigError(f"{path}: {where}: missing required argument {missing[0]!r}")
+
+
+def _wrap(path: Path, where: str, thunk):
+    try:
+        return thunk()
+    except DaprError as error:
+        raise ConfigError(f"{path}: {where}: {error}") from None

@@ -1,0 +1,167 @@
+"""Run an experiment: index, search, fuse and evaluate, reusing every cached step."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from dapr import registry
+from dapr.data import Dataset, Qrels, Queries, Run
+from dapr.evaluation import Evaluation, evaluate
+from dapr.experiment.cache import Cache, content_key
+from dapr.experiment.config import Experiment, FusionSpec, RetrieverSpec
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one step did: ``computed`` it, or found it ``cached``."""
+
+    kind: str
+    system: str
+    status: str
+    seconds: float
+
+
+@dataclass
+class Outcome:
+    """Runs, evaluations and the step log of one experiment."""
+
+    experiment: Experiment
+    dataset: Dataset
+    runs: dict[str, Run] = field(default_factory=dict)
+    levels: dict[str, str] = field(default_factory=dict)
+    evaluations: dict[str, Evaluation] = field(default_factory=dict)
+    steps: list[Step] = field(default_factory=list)
+
+
+class Runner:
+    """Executes an :class:`Experiment` against a :class:`Cache`."""
+
+    def __init__(self, experiment: Experiment, cache: Cache | None = None):
+        self.experiment = experiment
+        self.cache = cache or Cache()
+
+    def run(self) -> Outcome:
+        exp = self.experiment
+        dataset = registry.load_dataset(exp.dataset, **exp.dataset_args)
+        split = dataset.split(exp.split)
+        outcome = Outcome(exp, dataset)
+        for system, spec in exp.retrievers.items():
+            outcome.runs[system] = self._retrieve(outcome, system, spec, split.queries)
+            outcome.levels[system] = spec.level
+        for system, spec in exp.fusion.items():
+            outcome.runs[system] = self._fuse(outcome, system, spec)
+            outcome.levels[system] = "passage"
+        document_qrels = _document_qrels(dataset, split.qrels)
+        for system, run in outcome.runs.items():
+            qrels = document_qrels if outcome.levels[system] == "document" else split.qrels
+            outcome.evaluations[system] = evaluate(run, qrels, exp.metrics)
+        return outcome
+
+    def _retrieve(
+        self, outcome: Outcome, system: str, spec: RetrieverSpec, queries: Queries
+    ) -> Run:
+        dataset = outcome.dataset
+        factory = registry.retrievers.get(spec.name)
+        contextualizer = (
+            registry.contextualizers.get(spec.contextualizer)() if spec.contextualizer else None
+        )
+        index_key = content_key(
+            spec.name,
+            getattr(factory, "version", "0"),
+            spec.args,
+            spec.level,
+            spec.contextualizer,
+            getattr(contextualizer, "version", None),
+            dataset.corpus.fingerprint,
+        )
+        run_key = content_key(index_key, _queries_hash(queries), self.experiment.depth)
+        if self.cache.has("runs", run_key):
+            outcome.steps.append(Step("search", system, "cached", 0.0))
+            return Run.load(self.cache.path("runs", run_key) / "run.npz")
+
+        retriever = factory(**spec.args)
+        started = time.perf_counter()
+        if self.cache.has("indexes", index_key):
+            status = "cached"
+        else:
+            items = _items(dataset, spec.level, contextualizer, system)
+            with self.cache.writing("indexes", index_key) as store:
+                retriever.index(items, store)
+            status = "computed"
+        retriever.load(self.cache.path("indexes", index_key))
+        outcome.steps.append(Step("index", system, status, time.perf_counter() - started))
+
+        started = time.perf_counter()
+        run = retriever.search(queries, self.experiment.depth)
+        with self.cache.writing("runs", run_key) as entry:
+            run.save(entry / "run.npz")
+        outcome.steps.append(Step("search", system, "computed", time.perf_counter() - started))
+        return run
+
+    def _fuse(self, outcome: Outcome, system: str, spec: FusionSpec) -> Run:
+        started = time.perf_counter()
+        fuser = registry.fusers.get(spec.name)(**spec.args)
+        document_run = outcome.runs[spec.document]
+        passage_run = outcome.runs[spec.passage]
+        fused = fuser.fuse(document_run, passage_run, doc_codes(outcome.dataset, passage_run, document_run))
+        outcome.steps.append(Step("fuse", system, "computed", time.perf_counter() - started))
+        return fused
+
+
+def doc_codes(dataset: Dataset, passage_run: Run, document_run: Run) -> np.ndarray:
+    """For each passage of ``passage_run.vocab``, its document's code in ``document_run.vocab``."""
+    ids = dataset.corpus.ids
+    doc_of_passage = dict(zip(ids.passage_ids.tolist(), ids.doc_of.tolist()))
+    code_of_doc = {doc: code for code, doc in enumerate(document_run.vocab.tolist())}
+    doc_ids = ids.doc_ids.tolist()
+    return np.fromiter(
+        (code_of_doc.get(doc_ids[doc_of_passage[p]], -1) for p in passage_run.vocab.tolist()),
+        dtype=np.int64,
+        count=len(passage_run.vocab),
+    )
+
+
+def _items(dataset: Dataset, level: str, contextualizer, system: str) -> Iterator[tuple[str, str]]:
+    """The ``(id, text)`` pairs a retriever indexes: candidate passages or whole documents."""
+    documents = tqdm(dataset.corpus, desc=f"{system}: reading documents", unit=" docs", delay=1)
+    for document in documents:
+        if level == "document":
+            yield document.id, document.text
+            continue
+        texts = (
+            contextualizer.contextualize(document)
+            if contextualizer
+            else [p.text for p in document.passages]
+        )
+        for passage, text in zip(document.passages, texts, strict=True):
+            if passage.is_candidate:
+                yield passage.id, text
+
+
+def _document_qrels(dataset: Dataset, qrels: Qrels) -> Qrels:
+    """Document-level judgements: a document takes the best grade of its passages."""
+    ids = dataset.corpus.ids
+    doc_of = dict(zip(ids.passage_ids.tolist(), ids.doc_ids[ids.doc_of].tolist()))
+    out: Qrels = {}
+    for qid, judged in qrels.items():
+        docs: dict[str, int] = {}
+        for passage, grade in judged.items():
+            doc = doc_of.get(passage)
+            if doc is not None:
+                docs[doc] = max(grade, docs.get(doc, grade))
+        out[qid] = docs
+    return out
+
+
+def _queries_hash(queries: Queries) -> str:
+    digest = hashlib.sha256()
+    for qid in sorted(queries):
+        digest.update(f"{len(qid)}:{qid}{len(queries[qid])}:{queries[qid]}".encode())
+    return digest.hexdigest()[:16]

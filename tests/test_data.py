@@ -1,0 +1,68 @@
+import numpy as np
+import pytest
+
+from dapr.contextualizers.title import Title
+from dapr.data import Corpus, Dataset, Document, Passage, Run, Split
+from dapr.errors import DaprError
+
+
+def _doc(doc_id: str, title: str, *texts: str) -> Document:
+    passages = tuple(Passage(f"{doc_id}-{i}", doc_id, i, t) for i, t in enumerate(texts))
+    return Document(doc_id, title, passages)
+
+
+DOCS = [_doc("d1", "Venue", "It was held there.", "Tickets sold out."), _doc("d2", "Band", "Four members.")]
+
+
+def test_run_orders_by_score_then_item_code_and_round_trips():
+    run = Run.from_dict({"q1": {"x": 0.5, "y": 0.9, "z": 0.5}, "q2": {}, "q3": {"x": 1.0}})
+    assert run.to_dict() == {"q1": {"y": 0.9, "x": 0.5, "z": 0.5}, "q2": {}, "q3": {"x": 1.0}}
+    assert list(run.to_dict()["q1"]) == ["y", "x", "z"]  # tie x/z kept in code order
+    assert run.offsets.tolist() == [0, 3, 3, 4]
+    top = run.top(1)
+    assert top.to_dict() == {"q1": {"y": 0.9}, "q2": {}, "q3": {"x": 1.0}}
+
+
+def test_run_save_load(tmp_path):
+    run = Run.from_dict({"q1": {"x": 0.5, "y": 0.9}, "q2": {"z": -1.0}})
+    run.save(tmp_path / "run.npz")
+    loaded = Run.load(tmp_path / "run.npz")
+    assert loaded.to_dict() == run.to_dict()
+    assert loaded.scores.dtype == np.float64
+
+
+def test_corpus_streams_from_a_function_every_pass():
+    calls = []
+
+    def source():
+        calls.append(1)
+        yield from DOCS
+
+    corpus = Corpus(source)
+    assert [p.id for p in corpus.passages()] == ["d1-0", "d1-1", "d2-0"]
+    assert [d.id for d in corpus] == ["d1", "d2"]
+    assert len(calls) == 2
+    ids = corpus.ids
+    assert ids.doc_ids[ids.doc_of].tolist() == ["d1", "d1", "d2"]
+
+
+def test_fingerprints_are_stable_and_content_sensitive():
+    same = Corpus(list(DOCS)).fingerprint
+    assert Corpus(DOCS).fingerprint == same
+    changed = [DOCS[0], _doc("d2", "Band", "Five members.")]
+    assert Corpus(changed).fingerprint != same
+    split = Split({"q": "where"}, {"q": {"d1-0": 1}})
+    a = Dataset("x", Corpus(DOCS), {"test": split})
+    b = Dataset("x", Corpus(DOCS), {"test": Split({"q": "where"}, {"q": {"d1-0": 2}})})
+    assert a.fingerprint != b.fingerprint
+    assert a.fingerprint == Dataset("y", Corpus(DOCS), {"test": split}).fingerprint
+
+
+def test_missing_split_is_a_clear_error():
+    with pytest.raises(DaprError, match="has no split 'dev'; choose from: test"):
+        Dataset("x", Corpus(DOCS), {"test": Split({}, {})}).split("dev")
+
+
+def test_document_text_and_title_context():
+    assert DOCS[0].text == "Venue It was held there. Tickets sold out."
+    assert Title().contextualize(DOCS[0]) == ["Venue It was held there.", "Venue Tickets sold out."]
