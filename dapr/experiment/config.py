@@ -58,6 +58,13 @@ _TOP = {
     "retrievers": dict,
     "fusion": dict,
 }
+_KIND = {
+    str: "a string",
+    int: "an integer",
+    dict: "a mapping",
+    list: "a list",
+    (str, type(None)): "a string or null",
+}
 _RETRIEVER = {"name": str, "level": str, "args": dict, "contextualizer": (str, type(None))}
 _FUSION = {"name": str, "document": str, "passage": str, "args": dict}
 
@@ -176,8 +183,7 @@ def _check_fields(spec: Any, schema: dict[str, Any], path: Path, where: str) -> 
             )
         expected = schema[key]
         if not isinstance(value, expected) or (isinstance(value, bool) and expected is int):
-            names = expected.__name__ if isinstance(expected, type) else "string or null"
-            raise ConfigError(f"{path}: {prefix}{key} must be a {names}, got {value!r}")
+            raise ConfigError(f"{path}: {prefix}{key} must be {_KIND[expected]}, got {value!r}")
 
 
 def _check_args(factory: Any, args: dict, path: Path, where: str) -> None:
