@@ -1,0 +1,145 @@
+"""Fusers: combine a BM25 document run with a neural passage run into one passage run.
+
+:class:`Convex` reproduces the DAPR paper's hybrid of document and passage scores ("M2C2" in the
+reference code of UKPLab/acl2024-dapr): min-max normalise each side, then mix them convexly.
+"""
+
+from __future__ import annotations
+
+from numbers import Real
+from typing import Literal, get_args
+
+import numpy as np
+
+from dapr.data import Run, rank_order
+from dapr.errors import DaprError
+
+SOFT_ZERO = 1e-4
+"""Floor of the min-max divisor, so a constant list normalises to zeros instead of dividing by 0."""
+
+Normalize = Literal["candidates", "document_list"]
+
+
+def min_max(scores: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
+    """Min-max normalise ``scores``, per segment when ``offsets`` is given.
+
+    Segment ``q`` is ``scores[offsets[q]:offsets[q + 1]]`` (the layout of :class:`Run`; the
+    segments must cover the array, and may be empty). Each value ``v`` becomes
+    ``(v - min) / max(max - min, SOFT_ZERO)`` over its segment. NaN marks a missing score: it
+    takes no part in the min and max, and stays NaN.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    if offsets is None:
+        offsets = np.array([0, len(scores)], dtype=np.int64)
+    lengths = np.diff(offsets)
+    filled = lengths > 0
+    if not filled.any():
+        return scores.copy()
+    # reduceat over the starts of non-empty segments only: each then runs to the next such start,
+    # which is exactly its own end, because the segments skipped in between are empty.
+    starts = offsets[:-1][filled]
+    low = np.fmin.reduceat(scores, starts)
+    high = np.fmax.reduceat(scores, starts)
+    divisor = np.maximum(high - low, SOFT_ZERO)
+    counts = lengths[filled]
+    return (scores - np.repeat(low, counts)) / np.repeat(divisor, counts)
+
+
+class Convex:
+    """Convex fusion of min-max normalised BM25 document scores and passage scores.
+
+    Per query the candidates are the passages of the passage run. A candidate whose document is in
+    the query's document list takes that document's score; ``alpha`` weighs this document side and
+    ``1 - alpha`` the passage side (the reference code's ``passage_weight`` is ``1 - alpha``)::
+
+        score = alpha * min_max(document side) + (1 - alpha) * min_max(passage side)
+
+    With ``normalize="candidates"`` (the reference) the document side is normalised over the
+    candidates that have a document score, so a document counts once per candidate passage of it.
+    ``normalize="document_list"`` (a deviation) normalises over the query's document list, each
+    document once. Either way a candidate without a document score scores 0 on that side, and so
+    does every candidate of a query that has no document list. Queries with no passage list are
+    left out.
+    """
+
+    def __init__(self, alpha: float, normalize: Normalize = "candidates"):
+        if isinstance(alpha, bool) or not isinstance(alpha, Real) or not 0 <= alpha <= 1:
+            raise DaprError(
+                f"convex fusion: alpha (the weight of the document scores) must be a number "
+                f"in [0, 1], got {alpha!r}"
+            )
+        if normalize not in get_args(Normalize):
+            choices = ", ".join(repr(c) for c in get_args(Normalize))
+            raise DaprError(f"convex fusion: normalize must be one of {choices}, got {normalize!r}")
+        self.alpha = float(alpha)
+        self.normalize = normalize
+
+    def __repr__(self) -> str:
+        return f"Convex(alpha={self.alpha}, normalize={self.normalize!r})"
+
+    def fuse(self, document_run: Run, passage_run: Run, doc_of: np.ndarray) -> Run:
+        """The passage run, re-scored and re-ranked (``doc_of`` as in ``Fuser.fuse``)."""
+        document_side = self._document_side(document_run, passage_run, doc_of)
+        passage_side = min_max(passage_run.scores, passage_run.offsets)
+        fused = self.alpha * document_side + (1 - self.alpha) * passage_side
+        order = rank_order(passage_run.offsets, passage_run.items, fused)
+        return Run(
+            queries=passage_run.queries,
+            offsets=passage_run.offsets,
+            items=passage_run.items[order],
+            scores=fused[order],
+            vocab=passage_run.vocab,
+        )
+
+    def _document_side(self, document_run: Run, passage_run: Run, doc_of: np.ndarray) -> np.ndarray:
+        """Per passage-run row, its normalised document score, 0 where it has none."""
+        candidate_doc = _candidate_documents(document_run, passage_run, doc_of)
+        if self.normalize == "document_list":
+            listed = min_max(document_run.scores, document_run.offsets)
+            mapped = _map_document_scores(document_run, listed, passage_run, candidate_doc)
+        else:
+            raw = _map_document_scores(
+                document_run, document_run.scores, passage_run, candidate_doc
+            )
+            mapped = min_max(raw, passage_run.offsets)
+        return np.where(np.isnan(mapped), 0.0, mapped)
+
+
+def _candidate_documents(document_run: Run, passage_run: Run, doc_of: np.ndarray) -> np.ndarray:
+    """The document code of every passage-run row (-1 when unknown), after checking ``doc_of``."""
+    doc_of = np.asarray(doc_of)
+    if doc_of.shape != (len(passage_run.vocab),):
+        raise DaprError(
+            f"fusion: doc_of must hold one document code per passage of the passage run's "
+            f"vocabulary ({len(passage_run.vocab)}), got shape {doc_of.shape}"
+        )
+    if len(doc_of) and not -1 <= doc_of.min() <= doc_of.max() < len(document_run.vocab):
+        raise DaprError(
+            f"fusion: doc_of codes must be -1 or index the document run's vocabulary "
+            f"(size {len(document_run.vocab)}), got values in [{doc_of.min()}, {doc_of.max()}]"
+        )
+    return doc_of.astype(np.int64, copy=False)[passage_run.items]
+
+
+def _map_document_scores(
+    document_run: Run, document_scores: np.ndarray, passage_run: Run, candidate_doc: np.ndarray
+) -> np.ndarray:
+    """Per passage-run row, its document's score in the same query's document list, else NaN.
+
+    One dense table indexed by document code is filled with a query's document list, read at the
+    query's candidates and cleared again; its extra last slot stays NaN for code -1.
+    """
+    out = np.full(len(candidate_doc), np.nan)
+    table = np.full(len(document_run.vocab) + 1, np.nan)
+    position = {qid: j for j, qid in enumerate(document_run.queries.tolist())}
+    doc_bounds = document_run.offsets.tolist()
+    bounds = passage_run.offsets.tolist()
+    for q, qid in enumerate(passage_run.queries.tolist()):
+        j = position.get(qid)
+        if j is None:
+            continue
+        docs = document_run.items[doc_bounds[j] : doc_bounds[j + 1]]
+        table[docs] = document_scores[doc_bounds[j] : doc_bounds[j + 1]]
+        out[bounds[q] : bounds[q + 1]] = table[candidate_doc[bounds[q] : bounds[q + 1]]]
+        table[docs] = np.nan
+    return out

@@ -1,0 +1,276 @@
+"""Convex fusion: hand-computed cases, and agreement with a plain dict reimplementation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dapr.data import Run, rank_order
+from dapr.errors import DaprError
+from dapr.fusion import SOFT_ZERO, Convex, min_max
+from dapr.registry import Fuser
+
+DictRun = dict[str, dict[str, float]]
+
+
+def doc_codes(document_run: Run, passage_run: Run, pid2did: dict[str, str]) -> np.ndarray:
+    """``doc_of`` for the passage run's vocabulary: -1 for unknown passages or documents."""
+    code = {did: i for i, did in enumerate(document_run.vocab.tolist())}
+    return np.array([code.get(pid2did.get(pid), -1) for pid in passage_run.vocab], np.int64)
+
+
+def fuse(
+    documents: DictRun,
+    passages: DictRun,
+    pid2did: dict[str, str],
+    alpha: float,
+    normalize: str = "candidates",
+) -> list[tuple[str, list[tuple[str, float]]]]:
+    """Convex fusion of dict runs, as ``[(qid, [(pid, score), ...]), ...]`` in output order."""
+    document_run, passage_run = Run.from_dict(documents), Run.from_dict(passages)
+    doc_of = doc_codes(document_run, passage_run, pid2did)
+    fused = Convex(alpha, normalize).fuse(document_run, passage_run, doc_of)
+    return [(qid, list(ranked.items())) for qid, ranked in fused.to_dict().items()]
+
+
+# Shared example. Passages a1, a2 belong to document A, b1 to B, x1 to X (not retrieved).
+DOCS = {"q": {"A": 10.0, "B": 6.0, "C": 2.0}}
+PASSAGES = {"q": {"a1": 4.0, "b1": 3.0, "a2": 2.0, "x1": 0.0}}
+PID2DID = {"a1": "A", "a2": "A", "b1": "B", "x1": "X"}
+# passage side: min 0, max 4, divisor 4 -> a1 4/4 = 1, b1 3/4 = 0.75, a2 2/4 = 0.5, x1 0
+# document side over candidates that have one: a1 10, a2 10, b1 6 (C is no candidate's document)
+#   -> min 6, max 10, divisor 4 -> a1 (10-6)/4 = 1, a2 1, b1 (6-6)/4 = 0; x1 has none -> 0
+
+
+def test_missing_documents_and_several_passages_per_document():
+    # alpha 0.5: a1 .5*1 + .5*1 = 1; a2 .5*1 + .5*.5 = .75; b1 .5*0 + .5*.75 = .375; x1 0
+    assert fuse(DOCS, PASSAGES, PID2DID, 0.5) == [
+        ("q", [("a1", 1.0), ("a2", 0.75), ("b1", 0.375), ("x1", 0.0)])
+    ]
+
+
+def test_weights_follow_alpha_as_document_weight():
+    # alpha 0.25: a1 .25 + .75 = 1; a2 .25*1 + .75*.5 = .625; b1 .25*0 + .75*.75 = .5625; x1 0
+    assert fuse(DOCS, PASSAGES, PID2DID, 0.25) == [
+        ("q", [("a1", 1.0), ("a2", 0.625), ("b1", 0.5625), ("x1", 0.0)])
+    ]
+
+
+def test_alpha_zero_is_the_normalised_passage_run():
+    # passage side only: a1 1, b1 .75, a2 .5, x1 0
+    assert fuse(DOCS, PASSAGES, PID2DID, 0.0) == [
+        ("q", [("a1", 1.0), ("b1", 0.75), ("a2", 0.5), ("x1", 0.0)])
+    ]
+
+
+def test_alpha_one_is_the_document_side_with_ties_by_item_code():
+    # document side only: a1 1, a2 1 (tied: same document), b1 0, x1 0 (tied);
+    # item codes follow first appearance in PASSAGES: a1 0, b1 1, a2 2, x1 3
+    assert fuse(DOCS, PASSAGES, PID2DID, 1) == [
+        ("q", [("a1", 1.0), ("a2", 1.0), ("b1", 0.0), ("x1", 0.0)])
+    ]
+
+
+def test_document_list_normalises_over_the_whole_document_list():
+    # documents A 10, B 6, C 2: min 2, max 10, divisor 8 -> A (10-2)/8 = 1, B (6-2)/8 = .5
+    # alpha .5: a1 .5*1 + .5*1 = 1; a2 .5*1 + .5*.5 = .75; b1 .5*.5 + .5*.75 = .625; x1 0
+    assert fuse(DOCS, PASSAGES, PID2DID, 0.5, "document_list") == [
+        ("q", [("a1", 1.0), ("a2", 0.75), ("b1", 0.625), ("x1", 0.0)])
+    ]
+
+
+def test_exact_ties_rank_by_item_code_not_by_id():
+    docs = {"q": {"A": 5.0, "B": 1.0}}
+    passages = {"q": {"p2": 0.0, "p1": 8.0}}  # codes: p2 0, p1 1
+    # passage side: p1 1, p2 0; document side: p1 (in B) 0, p2 (in A) 1
+    # alpha .5: p1 .5*0 + .5*1 = .5; p2 .5*1 + .5*0 = .5 -> tied, lower code p2 first
+    assert fuse(docs, passages, {"p1": "B", "p2": "A"}, 0.5) == [("q", [("p2", 0.5), ("p1", 0.5)])]
+
+
+def test_constant_scores_normalise_to_zero():
+    docs = {"q": {"A": 3.0, "B": 3.0}}
+    passages = {"q": {"a": 0.7, "b": 0.7, "c": 0.7}}
+    # every side constant: (v - v) / max(0, 1e-4) = 0 -> all 0, ranked by item code
+    assert fuse(docs, passages, {"a": "A", "b": "B", "c": "A"}, 0.3) == [
+        ("q", [("a", 0.0), ("b", 0.0), ("c", 0.0)])
+    ]
+
+
+def test_divisor_is_floored_for_nearly_constant_scores():
+    passages = {"q": {"a": 0.50005, "b": 0.5}}
+    # passage range 5e-5 < 1e-4: a (0.50005 - 0.5) / 1e-4 = 0.5, not 1; b 0
+    [(_, ranked)] = fuse({}, passages, {}, 0.0)
+    assert [pid for pid, _ in ranked] == ["a", "b"]
+    assert ranked[0][1] == pytest.approx(0.5)
+    assert ranked[1][1] == 0.0
+
+
+def test_queries_missing_from_either_run():
+    docs = {"only-docs": {"A": 1.0}, "q": {"A": 9.0}}
+    passages = {"no-docs": {"a": 2.0, "b": 1.0}, "q": {"a": 1.0}}
+    # no-docs has no document list: document side 0, passage side a 1, b 0 -> .6*1 = .6, 0
+    # q: single candidate, both sides (v - v) / 1e-4 = 0 -> 0; only-docs has no passages: absent
+    assert fuse(docs, passages, {"a": "A", "b": "A"}, 0.4) == [
+        ("no-docs", [("a", 0.6), ("b", 0.0)]),
+        ("q", [("a", 0.0)]),
+    ]
+
+
+def test_queries_are_matched_by_id_not_position():
+    docs = {"q2": {"A": 1.0, "B": 0.0}, "q1": {"A": 0.0, "B": 1.0}}
+    passages = {"q1": {"a": 1.0, "b": 0.0}, "q2": {"a": 1.0, "b": 0.0}}
+    # q1: a doc 0 pass 1 -> .5, b doc 1 pass 0 -> .5 (tie, code order a, b)
+    # q2: a doc 1 pass 1 -> 1,  b doc 0 pass 0 -> 0
+    assert fuse(docs, passages, {"a": "A", "b": "B"}, 0.5) == [
+        ("q1", [("a", 0.5), ("b", 0.5)]),
+        ("q2", [("a", 1.0), ("b", 0.0)]),
+    ]
+
+
+def test_passage_whose_document_is_unknown():
+    docs = {"q": {"A": 4.0, "B": 2.0}}
+    passages = {"q": {"a": 1.0, "b": 3.0, "z": 2.0}}
+    # z's document is in no vocabulary (doc_of -1). document side over a, b: a 1, b 0, z 0
+    # passage side: min 1, max 3, divisor 2 -> a 0, b 1, z .5
+    # alpha .5: a .5, b .5 (tie, codes a 0 < b 1), z .25
+    assert fuse(docs, passages, {"a": "A", "b": "B", "z": "Zed"}, 0.5) == [
+        ("q", [("a", 0.5), ("b", 0.5), ("z", 0.25)])
+    ]
+
+
+def test_query_without_candidates_keeps_an_empty_list():
+    docs = {"q": {"A": 1.0}, "empty": {"A": 1.0}}
+    passages = {"empty": {}, "q": {"a": 1.0}}
+    assert fuse(docs, passages, {"a": "A"}, 0.5) == [("empty", []), ("q", [("a", 0.0)])]
+
+
+def test_output_keeps_the_passage_vocabulary_and_offsets():
+    document_run, passage_run = Run.from_dict(DOCS), Run.from_dict(PASSAGES)
+    doc_of = doc_codes(document_run, passage_run, PID2DID)
+    fused = Convex(0.2).fuse(document_run, passage_run, doc_of)
+    assert fused.vocab is passage_run.vocab
+    assert fused.offsets.tolist() == passage_run.offsets.tolist()
+    assert isinstance(Convex(0.2), Fuser)
+
+
+@pytest.mark.parametrize("alpha", [-0.1, 1.5, math.nan, True, "0.5", None])
+def test_invalid_alpha(alpha):
+    with pytest.raises(DaprError, match="alpha"):
+        Convex(alpha)
+
+
+def test_invalid_normalize():
+    with pytest.raises(DaprError, match="normalize"):
+        Convex(0.5, normalize="documents")
+
+
+def test_doc_of_must_cover_the_passage_vocabulary():
+    document_run, passage_run = Run.from_dict(DOCS), Run.from_dict(PASSAGES)
+    with pytest.raises(DaprError, match="doc_of"):
+        Convex(0.5).fuse(document_run, passage_run, np.zeros(2, np.int64))
+    with pytest.raises(DaprError, match="doc_of"):
+        Convex(0.5).fuse(document_run, passage_run, np.full(4, 7, np.int64))
+
+
+def test_min_max_per_segment():
+    scores = np.array([2.0, 4.0, 3.0, 5.0, 5.0, np.nan, 1.0, 0.0])
+    offsets = np.array([0, 3, 3, 5, 8])  # segments [2 4 3], [], [5 5], [nan 1 0]
+    # [2 4 3]: divisor 2 -> 0 1 .5; [5 5]: divisor 1e-4 -> 0 0; [nan 1 0]: NaN ignored -> nan 1 0
+    expected = [0.0, 1.0, 0.5, 0.0, 0.0, math.nan, 1.0, 0.0]
+    np.testing.assert_array_equal(min_max(scores, offsets), expected)
+    np.testing.assert_array_equal(min_max(np.array([1.0, 3.0])), [0.0, 1.0])
+    assert min_max(np.zeros(0), np.array([0, 0])).shape == (0,)
+    assert SOFT_ZERO == 1e-4
+
+
+def test_rank_order_is_score_descending_then_item_ascending_per_query():
+    rng = np.random.default_rng(1)
+    lengths = rng.integers(0, 30, 50)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    items = np.concatenate([rng.permutation(100)[:n] for n in lengths])
+    scores = rng.integers(0, 5, len(items)) / 4  # many exact ties
+    query_of_row = np.repeat(np.arange(len(lengths)), lengths)
+    expected = sorted(range(len(items)), key=lambda r: (query_of_row[r], -scores[r], items[r]))
+    np.testing.assert_array_equal(rank_order(offsets, items, scores), expected)
+
+
+# A straightforward dict reimplementation of the reference, to compare against.
+
+
+def reference_min_max(scores: dict[str, float]) -> dict[str, float]:
+    if not scores:
+        return {}
+    low, high = min(scores.values()), max(scores.values())
+    return {key: (value - low) / max(high - low, 1e-4) for key, value in scores.items()}
+
+
+def reference_fuse(
+    documents: DictRun, passages: DictRun, pid2did: dict[str, str], alpha: float, normalize: str
+) -> DictRun:
+    out = {}
+    for qid, pid2score in passages.items():
+        did2score = documents.get(qid, {})
+        if normalize == "document_list":
+            did2score = reference_min_max(did2score)
+        doc_side = {
+            pid: did2score[pid2did[pid]]
+            for pid in pid2score
+            if pid in pid2did and pid2did[pid] in did2score
+        }
+        if normalize == "candidates":
+            doc_side = reference_min_max(doc_side)
+        passage_side = reference_min_max(pid2score)
+        out[qid] = {
+            pid: alpha * doc_side.get(pid, 0.0) + (1 - alpha) * passage_side[pid]
+            for pid in pid2score
+        }
+    return out
+
+
+def random_runs(rng: np.random.Generator) -> tuple[DictRun, DictRun, dict[str, str]]:
+    """Small runs with exact ties, unknown passages, and queries missing from either run."""
+    pid2did = {f"p{i}": f"d{rng.integers(0, 15)}" for i in range(60)}
+    documents = {
+        f"q{q}": {
+            f"d{d}": float(rng.integers(0, 6)) for d in rng.permutation(20)[: rng.integers(0, 8)]
+        }
+        for q in rng.permutation(12)[:9]
+    }
+    passages = {
+        f"q{q}": {
+            f"p{p}": float(rng.choice([rng.integers(0, 4) / 4, rng.normal()]))
+            for p in rng.permutation(70)[: rng.integers(0, 12)]  # p60.. have no document
+        }
+        for q in rng.permutation(12)[:9]
+    }
+    return documents, passages, pid2did
+
+
+@pytest.mark.parametrize("normalize", ["candidates", "document_list"])
+@pytest.mark.parametrize("seed", range(20))
+def test_matches_dict_reimplementation(seed, normalize):
+    rng = np.random.default_rng(seed)
+    documents, passages, pid2did = random_runs(rng)
+    alpha = float(rng.choice([0.0, 0.2, 0.5, 1.0, rng.random()]))
+    expected = reference_fuse(documents, passages, pid2did, alpha, normalize)
+    got = dict(fuse(documents, passages, pid2did, alpha, normalize))
+    assert list(got) == list(passages)
+    for qid, ranked in got.items():
+        scores = dict(ranked)
+        assert scores.keys() == expected[qid].keys()
+        for pid, score in scores.items():
+            assert abs(score - expected[qid][pid]) <= 1e-9
+        reference_ranking = sorted(expected[qid].items(), key=lambda pair: -pair[1])
+        assert tie_groups(ranked) == tie_groups(reference_ranking)
+
+
+def tie_groups(ranking: list[tuple[str, float]]) -> list[set[str]]:
+    """A ranking as its consecutive groups of exactly tied scores (order inside ignored)."""
+    groups: list[set[str]] = []
+    for i, (pid, score) in enumerate(ranking):
+        if i == 0 or score != ranking[i - 1][1]:
+            groups.append(set())
+        groups[-1].add(pid)
+    return groups
