@@ -30,7 +30,11 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run an experiment file")
     run.add_argument("file", type=Path)
     run.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="override a setting, e.g. --set split=dev or --set fusion.f.args.alpha=0.3",
     )
     run.add_argument("--out", type=Path, help="output directory (default results/<experiment>)")

@@ -41,7 +41,8 @@ def sentence_transformer(
         from sentence_transformers import SentenceTransformer, models
     except ImportError:
         raise DaprError(
-            'dense retrieval needs sentence-transformers; install it with: pip install "dapr[dense]"'
+            "dense retrieval needs sentence-transformers; "
+            'install it with: pip install "dapr[dense]"'
         ) from None
     path = resolve(name)
     try:

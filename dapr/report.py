@@ -43,7 +43,7 @@ def csv_text(outcome: Outcome) -> str:
 
 
 def write(outcome: Outcome, out: Path) -> None:
-    """``runs/<system>.trec``, ``metrics.json``, ``summary.md`` and ``summary.csv`` under ``out``."""
+    """Write ``runs/<system>.trec``, ``metrics.json``, ``summary.md`` and ``summary.csv``."""
     exp = outcome.experiment
     (out / "runs").mkdir(parents=True, exist_ok=True)
     for system, run in outcome.runs.items():

@@ -32,15 +32,34 @@ def test_valid_file_and_overrides(tmp_path):
 
 BAD = [
     (GOOD + "splt: dev\n", "unknown key 'splt'; valid keys: name, dataset"),
-    (GOOD.replace("name: bm25,", "name: bm52,"), "retrievers.bm25-doc.name: unknown retriever 'bm52'; choose from: bm25, dense"),
-    (GOOD.replace("level: document", "level: section"), "retrievers.bm25-doc.level: 'section' is not one of: passage, document"),
+    (
+        GOOD.replace("name: bm25,", "name: bm52,"),
+        "retrievers.bm25-doc.name: unknown retriever 'bm52'; choose from: bm25, dense",
+    ),
+    (
+        GOOD.replace("level: document", "level: section"),
+        "retrievers.bm25-doc.level: 'section' is not one of: passage, document",
+    ),
     (GOOD + "depth: many\n", "depth must be an integer, got 'many'"),
-    (GOOD.replace("{alpha: 0.2}", "{alpha: 0.2, beta: 1}"), "unknown key fusion.fused.args.'beta'; valid keys: alpha, normalize"),
+    (
+        GOOD.replace("{alpha: 0.2}", "{alpha: 0.2, beta: 1}"),
+        "unknown key 'fusion.fused.args.beta'; valid keys: alpha, normalize",
+    ),
     (GOOD.replace("{alpha: 0.2}", "{}"), "fusion.fused.args: missing required argument 'alpha'"),
-    (GOOD.replace("passage: dense", "passage: bm25-doc"), "fusion.fused.passage: 'bm25-doc' is not a passage-level retriever of this experiment; choose from: dense"),
-    (GOOD.replace("contextualizer: title", "contextualizer: tilte"), "unknown contextualizer 'tilte'; choose from: title"),
+    (
+        GOOD.replace("passage: dense", "passage: bm25-doc"),
+        "fusion.fused.passage: 'bm25-doc' is not a passage-level retriever of this experiment; "
+        "choose from: dense",
+    ),
+    (
+        GOOD.replace("contextualizer: title", "contextualizer: tilte"),
+        "unknown contextualizer 'tilte'; choose from: title",
+    ),
     (GOOD + "metrics: [nDCG@10, ndcg]\n", "metrics: unknown metric 'ndcg'"),
-    (GOOD.replace("{model: all-MiniLM-L6-v2}", "{modle: x}"), "unknown key retrievers.dense.args.'modle'"),
+    (
+        GOOD.replace("{model: all-MiniLM-L6-v2}", "{modle: x}"),
+        "unknown key 'retrievers.dense.args.modle'",
+    ),
     ("dataset: [unclosed\n", "not valid YAML"),
     ("retrievers: {}\n", "missing key 'dataset'"),
 ]

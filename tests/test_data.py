@@ -11,7 +11,10 @@ def _doc(doc_id: str, title: str, *texts: str) -> Document:
     return Document(doc_id, title, passages)
 
 
-DOCS = [_doc("d1", "Venue", "It was held there.", "Tickets sold out."), _doc("d2", "Band", "Four members.")]
+DOCS = [
+    _doc("d1", "Venue", "It was held there.", "Tickets sold out."),
+    _doc("d2", "Band", "Four members."),
+]
 
 
 def test_run_orders_by_score_then_item_code_and_round_trips():

@@ -21,8 +21,11 @@ def test_bm25_scores_follow_lucene_formula(tmp_path):
     # score = idf * tf / (tf + k1 * (1 - b + b * |d| / avgdl)), lengths after stop words/stemming
     bm25s, stemmer = _require_bm25s()
     tokens = bm25s.tokenize(
-        [t for _, t in ITEMS], stopwords="en", stemmer=stemmer.Stemmer("porter").stemWords,
-        return_ids=False, show_progress=False,
+        [t for _, t in ITEMS],
+        stopwords="en",
+        stemmer=stemmer.Stemmer("porter").stemWords,
+        return_ids=False,
+        show_progress=False,
     )
     lengths = [len(t) for t in tokens]
     avgdl = sum(lengths) / len(lengths)

@@ -326,8 +326,6 @@ def test_missing_export_is_a_data_error(monkeypatch, tmp_path):
 @pytest.fixture(scope="session")
 def real(tmp_path_factory):
     """The dataset built from gensim's export into a fresh ``DAPR_HOME``, with the build time."""
-    if importlib.util.find_spec("gensim") is None:
-        pytest.skip("gensim is not installed")
     home = tmp_path_factory.mktemp("dapr_home")
     built = []
     original_build = ws.build

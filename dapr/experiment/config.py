@@ -179,7 +179,7 @@ def _check_fields(spec: Any, schema: dict[str, Any], path: Path, where: str) -> 
     for key, value in spec.items():
         if key not in schema:
             raise ConfigError(
-                f"{path}: unknown key {prefix}{key!r}; valid keys: {', '.join(schema)}"
+                f"{path}: unknown key {prefix + key!r}; valid keys: {', '.join(schema)}"
             )
         expected = schema[key]
         if not isinstance(value, expected) or (isinstance(value, bool) and expected is int):
@@ -194,11 +194,13 @@ def _check_args(factory: Any, args: dict, path: Path, where: str) -> None:
         return
     if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
         return
-    accepted = [n for n, p in parameters.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    named = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    accepted = [n for n, p in parameters.items() if p.kind in named]
     for name in args:
         if name not in accepted:
             raise ConfigError(
-                f"{path}: unknown key {where}.{name!r}; valid keys: {', '.join(accepted) or 'none'}"
+                f"{path}: unknown key {f'{where}.{name}'!r}; "
+                f"valid keys: {', '.join(accepted) or 'none'}"
             )
     missing = [
         n for n in accepted if parameters[n].default is inspect.Parameter.empty and n not in args

@@ -6,7 +6,6 @@ import hashlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -110,7 +109,8 @@ class Runner:
         fuser = registry.fusers.get(spec.name)(**spec.args)
         document_run = outcome.runs[spec.document]
         passage_run = outcome.runs[spec.passage]
-        fused = fuser.fuse(document_run, passage_run, doc_codes(outcome.dataset, passage_run, document_run))
+        doc_of = doc_codes(outcome.dataset, passage_run, document_run)
+        fused = fuser.fuse(document_run, passage_run, doc_of)
         outcome.steps.append(Step("fuse", system, "computed", time.perf_counter() - started))
         return fused
 

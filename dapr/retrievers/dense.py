@@ -96,9 +96,13 @@ class Dense:
         qids = list(queries)
         encoder = self._model(self.query_name)
         scorer = self._model(self.document_name)
-        q = encoder.encode_query(
-            [queries[i] for i in qids], batch_size=self.batch_size, convert_to_tensor=True
-        ).float().cpu()
+        q = (
+            encoder.encode_query(
+                [queries[i] for i in qids], batch_size=self.batch_size, convert_to_tensor=True
+            )
+            .float()
+            .cpu()
+        )
         depth = min(k, len(self._ids))
         best_scores = torch.full((len(qids), 0), float("-inf"))
         best_items = torch.zeros((len(qids), 0), dtype=torch.long)
