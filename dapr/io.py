@@ -149,7 +149,7 @@ def write_trec_run(run: Run, path: Path, system: str) -> None:
 
 
 def read_trec_run(path: Path) -> Run:
-    """A TREC run file; rows are ranked by score, tied items keep their order in the file."""
+    """A TREC run file, ranked by score; tied items in the order they first appear in the file."""
     path = Path(path)
     columns = _read_run_columns_fast(path) or _read_run_columns(path)
     return _build_run(path, *columns)
@@ -725,12 +725,6 @@ def _build_run(
         order = np.lexsort((-scores, q_codes))  # stable: tied rows keep their file order
         q_codes, codes, scores = q_codes[order], codes[order], scores[order]
     _check_no_duplicates(path, q_codes, codes, queries, vocab)
-    new_code = _tie_preserving_codes(q_codes, codes, scores, len(vocab))
-    if new_code is not None:
-        codes = new_code[codes]
-        reordered = np.empty_like(vocab)
-        reordered[new_code] = vocab
-        vocab = reordered
     bounds = np.cumsum(np.bincount(q_codes, minlength=len(queries)))[:-1]
     return Run.from_lists(queries, np.split(codes, bounds), np.split(scores, bounds), vocab)
 
@@ -775,57 +769,6 @@ def _second_occurrence(path: Path, qid: str, docid: str) -> int:
                 return n
             seen = True
     return 0
-
-
-def _tie_preserving_codes(
-    q_codes: np.ndarray, codes: np.ndarray, scores: np.ndarray, size: int
-) -> np.ndarray | None:
-    """A renumbering of item codes under which tied items sort in their file order.
-
-    A Run orders ties by item code. Each pair of adjacent tied rows asks for one item before the
-    other; the items involved are sorted topologically and put back into the codes they held.
-    None when the first-seen codes already agree with every tie.
-    """
-    tied = (q_codes[1:] == q_codes[:-1]) & (scores[1:] == scores[:-1])
-    before, after = codes[:-1][tied], codes[1:][tied]
-    if np.all(before < after):
-        return None
-    slots = _distinct(np.concatenate([before, after]))
-    local_before, local_after = np.searchsorted(slots, before), np.searchsorted(slots, after)
-    order = _topological(len(slots), local_before, local_after)
-    new_code = np.arange(size, dtype=np.int64)
-    new_code[slots[order]] = slots
-    return new_code
-
-
-def _topological(size: int, before: np.ndarray, after: np.ndarray) -> np.ndarray:
-    """Nodes ``0..size-1``, each ``before[i]`` ahead of ``after[i]``.
-
-    Kahn's algorithm one layer at a time, each layer in node order; nodes on a cycle go last.
-    """
-    targets = after[np.argsort(before, kind="stable")]
-    starts = np.zeros(size + 1, dtype=np.int64)
-    np.cumsum(np.bincount(before, minlength=size), out=starts[1:])
-    indegree = np.bincount(after, minlength=size)
-    placed = np.zeros(size, dtype=bool)
-    layers = []
-    frontier = np.flatnonzero(indegree == 0)
-    while frontier.size:
-        layers.append(frontier)
-        placed[frontier] = True
-        lengths = starts[frontier + 1] - starts[frontier]
-        first = np.repeat(starts[frontier] - np.cumsum(lengths) + lengths, lengths)
-        reached = targets[first + np.arange(lengths.sum())]
-        np.subtract.at(indegree, reached, 1)
-        reached = _distinct(reached)
-        frontier = reached[indegree[reached] == 0]
-    return np.concatenate([*layers, np.flatnonzero(~placed)])
-
-
-def _distinct(values: np.ndarray) -> np.ndarray:
-    """Sorted distinct values (np.unique hashes, which is slow on large arrays)."""
-    values = np.sort(values)
-    return values[np.concatenate([[True], values[1:] != values[:-1]])] if len(values) else values
 
 
 def _strings(values: np.ndarray) -> list[str]:
