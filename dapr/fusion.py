@@ -62,6 +62,8 @@ class Convex:
     left out.
     """
 
+    version = "1"
+
     def __init__(self, alpha: float, normalize: Normalize = "candidates"):
         if isinstance(alpha, bool) or not isinstance(alpha, Real) or not 0 <= alpha <= 1:
             raise DaprError(

@@ -61,6 +61,11 @@ BAD = [
         "unknown key 'retrievers.dense.args.modle'",
     ),
     ("dataset: [unclosed\n", "not valid YAML"),
+    (
+        GOOD.replace("dataset: wiki-sample", "dataset: wiki-smaple"),
+        "dataset: 'wiki-smaple' is neither a registered dataset nor a directory; "
+        "choose from: wiki-sample, or give a dataset directory",
+    ),
     ("retrievers: {}\n", "missing key 'dataset'"),
 ]
 

@@ -105,6 +105,12 @@ def validate(raw: dict, path: Path) -> Experiment:
     for required in ("dataset", "retrievers"):
         if required not in raw:
             raise ConfigError(f"{path}: missing key {required!r}")
+    dataset = raw["dataset"]
+    if dataset not in registry.datasets and not Path(dataset).is_dir():
+        raise ConfigError(
+            f"{path}: dataset: {dataset!r} is neither a registered dataset nor a directory; "
+            f"choose from: {', '.join(registry.datasets.names())}, or give a dataset directory"
+        )
     metrics = tuple(raw.get("metrics", DEFAULT_METRICS))
     for m in metrics:
         _wrap(path, "metrics", lambda m=m: parse_metric(str(m)))

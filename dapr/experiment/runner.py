@@ -34,6 +34,7 @@ class Outcome:
     experiment: Experiment
     dataset: Dataset
     runs: dict[str, Run] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)
     levels: dict[str, str] = field(default_factory=dict)
     evaluations: dict[str, Evaluation] = field(default_factory=dict)
     steps: list[Step] = field(default_factory=list)
@@ -81,6 +82,7 @@ class Runner:
             dataset.corpus.fingerprint,
         )
         run_key = content_key(index_key, _queries_hash(queries), self.experiment.depth)
+        outcome.keys[system] = run_key
         if self.cache.has("runs", run_key):
             outcome.steps.append(Step("search", system, "cached", 0.0))
             return Run.load(self.cache.path("runs", run_key) / "run.npz")
@@ -105,12 +107,25 @@ class Runner:
         return run
 
     def _fuse(self, outcome: Outcome, system: str, spec: FusionSpec) -> Run:
+        factory = registry.fusers.get(spec.name)
+        key = content_key(
+            spec.name,
+            getattr(factory, "version", "0"),
+            spec.args,
+            outcome.keys[spec.document],
+            outcome.keys[spec.passage],
+        )
+        outcome.keys[system] = key
+        if self.cache.has("runs", key):
+            outcome.steps.append(Step("fuse", system, "cached", 0.0))
+            return Run.load(self.cache.path("runs", key) / "run.npz")
         started = time.perf_counter()
-        fuser = registry.fusers.get(spec.name)(**spec.args)
         document_run = outcome.runs[spec.document]
         passage_run = outcome.runs[spec.passage]
         doc_of = doc_codes(outcome.dataset, passage_run, document_run)
-        fused = fuser.fuse(document_run, passage_run, doc_of)
+        fused = factory(**spec.args).fuse(document_run, passage_run, doc_of)
+        with self.cache.writing("runs", key) as entry:
+            fused.save(entry / "run.npz")
         outcome.steps.append(Step("fuse", system, "computed", time.perf_counter() - started))
         return fused
 

@@ -1,0 +1,54 @@
+import json
+
+import pytest
+
+from dapr.cli import main
+from dapr.io import read_dataset
+
+
+@pytest.fixture
+def nq(shared_data):
+    return shared_data / "dapr-dump-sample" / "NaturalQuestions"
+
+
+def test_stats_json_matches_the_dataset(nq, capsys):
+    assert main(["data", "stats", str(nq), "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    dataset = read_dataset(nq)
+    documents = list(dataset.corpus)
+    passages = [p for d in documents for p in d.passages]
+    assert stats["documents"] == len(documents)
+    assert stats["passages"] == len(passages)
+    words = sum(len(p.text.split()) for p in passages) / len(passages)
+    assert stats["mean_passage_words"] == pytest.approx(words, abs=0.01)
+    for name, split in dataset.splits.items():
+        assert stats["splits"][name]["queries"] == len(split.queries)
+        assert stats["splits"][name]["judgements"] == sum(map(len, split.qrels.values()))
+
+
+def test_stats_text(nq, capsys):
+    assert main(["data", "stats", str(nq)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("dataset            NaturalQuestions\n")
+    assert "passages/document" in out and "test " in out
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_export_round_trips(nq, tmp_path, capsys, fmt):
+    out = tmp_path / "export"
+    assert main(["data", "export", str(nq), "--out", str(out), "--format", fmt]) == 0
+    assert (out / f"corpus.{fmt}").is_file()
+    assert read_dataset(out).fingerprint == read_dataset(nq).fingerprint
+
+
+def test_unknown_dataset_is_one_line_exit_2(capsys):
+    assert main(["data", "stats", "no-such-dataset"]) == 2
+    err = capsys.readouterr().err
+    assert err == "dapr: error: unknown dataset 'no-such-dataset'; choose from: wiki-sample\n"
+
+
+def test_plugins_lists_builtins(capsys):
+    assert main(["plugins"]) == 0
+    out = capsys.readouterr().out
+    assert "dapr.retrievers        bm25, dense" in out
+    assert "dapr.fusers            convex" in out
