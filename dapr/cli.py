@@ -66,8 +66,9 @@ def _run(args: argparse.Namespace) -> int:
     outcome = Runner(experiment).run()
     out = args.out or Path("results") / experiment.name
     report.write(outcome, out)
+    width = max((len(step.system) for step in outcome.steps), default=0)
     for step in outcome.steps:
-        print(f"  {step.kind:<6} {step.system:<24} {step.status:<8} {step.seconds:7.1f}s")
+        print(f"  {step.kind:<6} {step.system:<{width}}  {step.status:<8} {step.seconds:7.1f}s")
     print(f"\n{experiment.name}: {outcome.dataset.name}, split {experiment.split}\n")
     print(report.markdown(outcome))
     print(f"results written to {out}")
