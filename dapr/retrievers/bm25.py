@@ -11,6 +11,9 @@ import numpy as np
 from dapr.data import Run
 from dapr.errors import DaprError
 
+_PROGRESS_FROM = 50_000
+"""Show bm25s' progress bars from this many items or queries on (steps that take seconds)."""
+
 
 def _require_bm25s():
     try:
@@ -54,7 +57,7 @@ class BM25:
             ids.append(item_id)
             texts.append(text)
         model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
-        model.index(self._tokenize(texts), show_progress=False)
+        model.index(self._tokenize(texts), show_progress=len(texts) > _PROGRESS_FROM)
         store.mkdir(parents=True, exist_ok=True)
         model.save(str(store / "bm25s"))
         (store / "ids.json").write_text(json.dumps(ids))
@@ -72,7 +75,7 @@ class BM25:
         tokens = self._tokenize([queries[q] for q in qids])
         depth = min(k, len(self._ids))
         codes, scores = self._model.retrieve(
-            tokens, k=depth, show_progress=False, n_threads=self.threads
+            tokens, k=depth, show_progress=len(qids) > _PROGRESS_FROM, n_threads=self.threads
         )
         matched = scores > 0
         items = [row[keep] for row, keep in zip(codes, matched)]
