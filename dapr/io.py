@@ -24,7 +24,7 @@ import os
 import secrets
 import shutil
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -57,6 +57,8 @@ QRELS_SCHEMA = pa.schema(
     [("query_id", pa.string()), ("corpus_id", pa.string()), ("score", pa.int64())]
 )
 
+ALL_SPLITS = "all"
+"""Name of the published hub data's qrels file that unites every split."""
 _BATCH_ROWS = 4096
 _LINES_PER_BLOCK = 1 << 20
 _CORPUS_NEEDS = "every corpus row needs _id, text, title, doc_id, paragraph_no"
@@ -198,10 +200,12 @@ def _detect_layout(path: Path) -> str:
     has_dump_splits = any((path / f"{s}.jsonl").is_file() for s in SPLITS)
     if jsonl.is_file() and parquet.is_file():
         raise DataError(f"{path}: has both corpus.jsonl and corpus.parquet; keep only one")
-    if parquet.is_file():
+    if parquet.is_file() or any((path / "corpus").glob("*.parquet")):
         return "parquet"
     if jsonl.is_file():
         return _jsonl_corpus_layout(jsonl, has_dump_splits)
+    if any((path / "corpus").glob("*.jsonl")):
+        return "jsonl"
     if has_dump_splits:
         return "dump"
     raise DataError(
@@ -363,16 +367,23 @@ def _judge(qrels: Qrels, qid: str, item: str, grade: int) -> None:
 
 
 def _read_hub(path: Path, ext: str, name: str) -> Dataset:
-    corpus_file = path / f"corpus.{ext}"
+    corpus_files = _corpus_files(path, ext)
     if ext == "parquet":
-        _check_parquet_columns(corpus_file, ("_id", "text", "title", "doc_id", "paragraph_no"))
+        for corpus_file in corpus_files:
+            _check_parquet_columns(corpus_file, ("_id", "text", "title", "doc_id", "paragraph_no"))
     splits = {}
     for split in _hub_split_names(path, ext):
         qrels_file = path / "qrels" / f"{split}.{ext}"
         queries = _read_hub_queries(path / "queries" / f"{split}.{ext}")
         qrels = _read_hub_qrels(qrels_file) if qrels_file.is_file() else {}
         splits[split] = Split(queries, qrels)
-    return Dataset(name, Corpus(partial(_hub_documents, corpus_file)), splits)
+    return Dataset(name, Corpus(partial(_hub_documents, corpus_files)), splits)
+
+
+def _corpus_files(path: Path, ext: str) -> list[Path]:
+    """``corpus.{ext}``, or the shards ``corpus/*.{ext}`` (as published on the hub) by name."""
+    single = path / f"corpus.{ext}"
+    return [single] if single.is_file() else sorted((path / "corpus").glob(f"*.{ext}"))
 
 
 def _check_parquet_columns(path: Path, required: tuple[str, ...]) -> None:
@@ -389,10 +400,13 @@ def _check_parquet_columns(path: Path, required: tuple[str, ...]) -> None:
 
 
 def _hub_split_names(path: Path, ext: str) -> list[str]:
-    """Splits named by ``queries/*.{ext}``: train, dev, test first, then the others by name."""
+    """Splits named by ``queries/*.{ext}``: train, dev, test first, then the others by name.
+
+    ``qrels/all`` (the union of the splits, as published on the hub) is not a split of its own.
+    """
     found = {f.stem for f in (path / "queries").glob(f"*.{ext}") if f.is_file()}
     for qrels_file in sorted((path / "qrels").glob(f"*.{ext}")):
-        if qrels_file.stem not in found:
+        if qrels_file.stem not in found and qrels_file.stem != ALL_SPLITS:
             raise DataError(
                 f"{qrels_file}: no queries/{qrels_file.name} beside it; "
                 "every qrels file needs the queries file of the same split"
@@ -426,16 +440,19 @@ class _PendingDocument:
     id: str
     title: str
     total: int | None
+    base: int = 0
     passages: list[Passage] = field(default_factory=list)
     at: str = ""
 
     def add(self, passage: Passage, title: str, total: int | None, at: str) -> None:
-        if passage.position != len(self.passages):
+        expected = self.base + len(self.passages)
+        if self.base not in (0, 1) or passage.position != expected:
             raise DataError(
                 f"{at}: field 'paragraph_no' is {passage.position} but this is paragraph "
-                f"{len(self.passages)} of document {self.id!r}; keep a document's rows "
-                "contiguous and numbered 0, 1, 2, ..."
+                f"{expected} of document {self.id!r}; keep a document's rows "
+                "contiguous and numbered 0, 1, 2, ... (or 1, 2, 3, ...)"
             )
+        passage = replace(passage, position=len(self.passages))
         if title != self.title:
             raise DataError(
                 f"{at}: field 'title' differs from the first row of document {self.id!r}; "
@@ -458,11 +475,11 @@ class _PendingDocument:
         return Document(self.id, self.title, tuple(self.passages))
 
 
-def _hub_documents(path: Path) -> Iterator[Document]:
-    """The documents of a hub corpus file, grouping consecutive rows by ``doc_id``."""
+def _hub_documents(paths: list[Path]) -> Iterator[Document]:
+    """The documents of hub corpus files, grouping consecutive rows by ``doc_id``."""
     pending: _PendingDocument | None = None
     seen: set[str] = set()
-    for n, row in _rows(path):
+    for path, n, row in ((p, n, row) for p in paths for n, row in _rows(p)):
         at = _at(path, n)
         passage, title, total = _hub_passage(row, at)
         if pending is None or passage.doc_id != pending.id:
@@ -474,7 +491,7 @@ def _hub_documents(path: Path) -> Iterator[Document]:
                     "keep the rows of a document contiguous"
                 )
             seen.add(passage.doc_id)
-            pending = _PendingDocument(passage.doc_id, title, total)
+            pending = _PendingDocument(passage.doc_id, title, total, base=passage.position)
         pending.add(passage, title, total, at)
     if pending is not None:
         yield pending.finish()

@@ -441,7 +441,7 @@ def test_hub_corpus_order_errors(tmp_path: Path) -> None:
     corpus.write_text("\n".join([lines[1], lines[0], *lines[2:]]) + "\n", encoding="utf-8")
     with pytest.raises(DataError) as error:
         load_all(root)
-    assert_one_line(error, "corpus.jsonl:1", "'paragraph_no'")
+    assert_one_line(error, "corpus.jsonl:2", "'paragraph_no'")
     rows = [
         {"_id": f"{doc}-{n}", "text": "t", "title": "T", "doc_id": doc, "paragraph_no": n}
         for doc, n in [("a", 0), ("b", 0), ("a", 1)]
@@ -450,6 +450,29 @@ def test_hub_corpus_order_errors(tmp_path: Path) -> None:
     with pytest.raises(DataError) as error:
         load_all(root)
     assert_one_line(error, "corpus.jsonl:3", "'doc_id'", "contiguous")
+
+
+def test_published_hub_layout_sharded_one_based_with_qrels_all(tmp_path: Path) -> None:
+    """The layout of UKPLab/dapr on the hub: corpus/NNNN.parquet shards and qrels/all."""
+    root = hub(tmp_path, "parquet")
+    expected = read_dataset(root)
+    fingerprint = expected.fingerprint  # read before the corpus file moves
+    table = pq.read_table(root / "corpus.parquet")
+    one_based = table.set_column(
+        table.schema.get_field_index("paragraph_no"),
+        "paragraph_no",
+        pc.add(table.column("paragraph_no"), 1),
+    )
+    (root / "corpus").mkdir()
+    middle = len(one_based) // 2  # a document may continue into the next shard
+    pq.write_table(one_based.slice(0, middle), root / "corpus" / "0000.parquet")
+    pq.write_table(one_based.slice(middle), root / "corpus" / "0001.parquet")
+    (root / "corpus.parquet").unlink()
+    all_qrels = pa.concat_tables(pq.read_table(f) for f in sorted((root / "qrels").iterdir()))
+    pq.write_table(all_qrels, root / "qrels" / "all.parquet")
+    published = load_all(root)
+    assert set(published.splits) == set(expected.splits)
+    assert published.fingerprint == fingerprint
 
 
 def test_hub_parquet_errors(tmp_path: Path) -> None:
