@@ -95,7 +95,6 @@ class Dense:
             raise RuntimeError("Dense.search called before index() or load()")
         qids = list(queries)
         encoder = self._model(self.query_name)
-        scorer = self._model(self.document_name)
         q = (
             encoder.encode_query(
                 [queries[i] for i in qids], batch_size=self.batch_size, convert_to_tensor=True
@@ -108,7 +107,7 @@ class Dense:
         best_items = torch.zeros((len(qids), 0), dtype=torch.long)
         for start in range(0, len(self._ids), self.block_size):
             block = torch.from_numpy(np.array(self._embeddings[start : start + self.block_size]))
-            scores = scorer.similarity(q, block).float()
+            scores = encoder.similarity(q, block).float()
             top = torch.topk(scores, min(depth, scores.shape[1]), dim=1)
             best_scores = torch.cat([best_scores, top.values], dim=1)
             best_items = torch.cat([best_items, top.indices + start], dim=1)
