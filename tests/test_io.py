@@ -12,7 +12,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from dapr import io
 from dapr.data import Corpus, Dataset, Document, Passage, Run, Split
 from dapr.errors import DataError
 from dapr.io import (
@@ -24,6 +23,7 @@ from dapr.io import (
     write_trec_qrels,
     write_trec_run,
 )
+from dapr.io import rows as io
 
 SAMPLE = Path(__file__).parents[2] / "shared" / "data" / "dapr-dump-sample"
 DUMPS = ["ConditionalQA", "Genomics", "MIRACL", "NaturalQuestions"]

@@ -1,0 +1,264 @@
+"""The hub layout: a dataset directory of JSON lines or parquet tables.
+
+One directory per dataset, ``{ext}`` being ``jsonl`` or ``parquet``::
+
+    corpus.{ext}            _id, text, title, doc_id, paragraph_no, total_paragraphs, is_candidate
+    queries/{split}.{ext}   _id, text
+    qrels/{split}.{ext}     query_id, corpus_id, score
+
+Corpus rows are passages; the rows of a document are contiguous and ``paragraph_no`` counts
+0, 1, 2, ... inside it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from dapr.data import SPLITS, Corpus, Dataset, Document, Passage, Qrels, Queries, Split
+from dapr.errors import DataError
+from dapr.io.files import _dir_name, _write_directory
+from dapr.io.rows import (
+    _add_query,
+    _as_grade,
+    _at,
+    _field,
+    _judge,
+    _optional,
+    _parquet_columns,
+    _rows,
+    _write_table,
+)
+
+Format = Literal["jsonl", "parquet"]
+FORMATS: tuple[str, ...] = ("jsonl", "parquet")
+
+CORPUS_SCHEMA = pa.schema(
+    [
+        ("_id", pa.string()),
+        ("text", pa.string()),
+        ("title", pa.string()),
+        ("doc_id", pa.string()),
+        ("paragraph_no", pa.int64()),
+        ("total_paragraphs", pa.int64()),
+        ("is_candidate", pa.bool_()),
+    ]
+)
+QUERIES_SCHEMA = pa.schema([("_id", pa.string()), ("text", pa.string())])
+QRELS_SCHEMA = pa.schema(
+    [("query_id", pa.string()), ("corpus_id", pa.string()), ("score", pa.int64())]
+)
+
+ALL_SPLITS = "all"
+"""Name of the published hub data's qrels file that unites every split."""
+_CORPUS_NEEDS = "every corpus row needs _id, text, title, doc_id, paragraph_no"
+_QUERIES_NEEDS = "every query row needs _id and text"
+_QRELS_NEEDS = "every qrels row needs query_id, corpus_id and an integer score"
+
+
+# --------------------------------------------------------------------------- read
+
+
+def _read_hub(path: Path, ext: str, name: str | None = None) -> Dataset:
+    """A directory in the hub layout of ``ext`` files; splits are read now, the corpus lazily."""
+    corpus_files = _corpus_files(path, ext)
+    if ext == "parquet":
+        for corpus_file in corpus_files:
+            _check_parquet_columns(corpus_file)
+    splits = {}
+    for split in _hub_split_names(path, ext):
+        qrels_file = path / "qrels" / f"{split}.{ext}"
+        queries = _read_hub_queries(path / "queries" / f"{split}.{ext}")
+        qrels = _read_hub_qrels(qrels_file) if qrels_file.is_file() else {}
+        splits[split] = Split(queries, qrels)
+    corpus = Corpus(partial(_hub_documents, corpus_files))
+    return Dataset(name or _dir_name(path), corpus, splits)
+
+
+def _corpus_files(path: Path, ext: str) -> list[Path]:
+    """``corpus.{ext}``, or the shards ``corpus/*.{ext}`` (as published on the hub) by name."""
+    single = path / f"corpus.{ext}"
+    return [single] if single.is_file() else sorted((path / "corpus").glob(f"*.{ext}"))
+
+
+def _check_parquet_columns(path: Path) -> None:
+    names = _parquet_columns(path)
+    for column in ("_id", "text", "title", "doc_id", "paragraph_no"):
+        if column not in names:
+            raise DataError(f"{path}: missing column {column!r}; {_CORPUS_NEEDS}")
+
+
+def _hub_split_names(path: Path, ext: str) -> list[str]:
+    """Splits named by ``queries/*.{ext}``: train, dev, test first, then the others by name.
+
+    ``qrels/all`` (the union of the splits, as published on the hub) is not a split of its own.
+    """
+    found = {f.stem for f in (path / "queries").glob(f"*.{ext}") if f.is_file()}
+    for qrels_file in sorted((path / "qrels").glob(f"*.{ext}")):
+        if qrels_file.stem not in found and qrels_file.stem != ALL_SPLITS:
+            raise DataError(
+                f"{qrels_file}: no queries/{qrels_file.name} beside it; "
+                "every qrels file needs the queries file of the same split"
+            )
+    return [s for s in SPLITS if s in found] + sorted(found - set(SPLITS))
+
+
+def _read_hub_queries(path: Path) -> Queries:
+    queries: Queries = {}
+    for n, row in _rows(path):
+        at = _at(path, n)
+        qid = _field(row, "_id", str, at, _QUERIES_NEEDS)
+        _add_query(queries, qid, _field(row, "text", str, at, _QUERIES_NEEDS), at, "text")
+    return queries
+
+
+def _read_hub_qrels(path: Path) -> Qrels:
+    qrels: Qrels = {}
+    for n, row in _rows(path):
+        at = _at(path, n)
+        qid = _field(row, "query_id", str, at, _QRELS_NEEDS)
+        item = _field(row, "corpus_id", str, at, _QRELS_NEEDS)
+        _judge(qrels, qid, item, _field(row, "score", int, at, _QRELS_NEEDS))
+    return qrels
+
+
+@dataclass
+class _PendingDocument:
+    """The rows of one document read so far."""
+
+    id: str
+    title: str
+    total: int | None
+    base: int = 0
+    passages: list[Passage] = field(default_factory=list)
+    at: str = ""
+
+    def add(self, passage: Passage, title: str, total: int | None, at: str) -> None:
+        expected = self.base + len(self.passages)
+        if self.base not in (0, 1) or passage.position != expected:
+            raise DataError(
+                f"{at}: field 'paragraph_no' is {passage.position} but this is paragraph "
+                f"{expected} of document {self.id!r}; keep a document's rows "
+                "contiguous and numbered 0, 1, 2, ... (or 1, 2, 3, ...)"
+            )
+        passage = replace(passage, position=len(self.passages))
+        if title != self.title:
+            raise DataError(
+                f"{at}: field 'title' differs from the first row of document {self.id!r}; "
+                "give every row of a document the same title"
+            )
+        if total != self.total:
+            raise DataError(
+                f"{at}: field 'total_paragraphs' differs from the first row of document "
+                f"{self.id!r}; give every row of a document the same total"
+            )
+        self.passages.append(passage)
+        self.at = at
+
+    def finish(self) -> Document:
+        if self.total is not None and self.total != len(self.passages):
+            raise DataError(
+                f"{self.at}: field 'total_paragraphs' is {self.total} but document {self.id!r} "
+                f"has {len(self.passages)} rows; write every paragraph of the document"
+            )
+        return Document(self.id, self.title, tuple(self.passages))
+
+
+def _hub_documents(paths: list[Path]) -> Iterator[Document]:
+    """The documents of hub corpus files, grouping consecutive rows by ``doc_id``."""
+    pending: _PendingDocument | None = None
+    seen: set[str] = set()
+    for path, n, row in ((p, n, row) for p in paths for n, row in _rows(p)):
+        at = _at(path, n)
+        passage, title, total = _hub_passage(row, at)
+        if pending is None or passage.doc_id != pending.id:
+            if pending is not None:
+                yield pending.finish()
+            if passage.doc_id in seen:
+                raise DataError(
+                    f"{at}: field 'doc_id' {passage.doc_id!r} reappears after other documents; "
+                    "keep the rows of a document contiguous"
+                )
+            seen.add(passage.doc_id)
+            pending = _PendingDocument(passage.doc_id, title, total, base=passage.position)
+        pending.add(passage, title, total, at)
+    if pending is not None:
+        yield pending.finish()
+
+
+def _hub_passage(row: dict[str, Any], at: str) -> tuple[Passage, str, int | None]:
+    """A corpus row as its passage, its document's title and its ``total_paragraphs``."""
+    passage = Passage(
+        id=_field(row, "_id", str, at, _CORPUS_NEEDS),
+        doc_id=_field(row, "doc_id", str, at, _CORPUS_NEEDS),
+        position=_field(row, "paragraph_no", int, at, _CORPUS_NEEDS),
+        text=_field(row, "text", str, at, _CORPUS_NEEDS),
+        is_candidate=_optional(row, "is_candidate", bool, at, _CORPUS_NEEDS, True),
+    )
+    title = _field(row, "title", str, at, _CORPUS_NEEDS)
+    return passage, title, _optional(row, "total_paragraphs", int, at, _CORPUS_NEEDS, None)
+
+
+# --------------------------------------------------------------------------- write
+
+
+def write_dataset(dataset: Dataset, out: Path, format: Format = "jsonl") -> None:
+    """Write ``dataset`` in the hub layout; ``out`` appears (or is replaced) only once complete."""
+    if format not in FORMATS:
+        raise DataError(f"unknown dataset format {format!r}; choose 'jsonl' or 'parquet'")
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise DataError(f"{out}: exists and is not a directory; remove it or choose another path")
+    _write_directory(out, lambda root: _write_hub(dataset, root, format))
+
+
+def _write_hub(dataset: Dataset, root: Path, ext: str) -> None:
+    _write_table(root / f"corpus.{ext}", _corpus_rows(dataset.corpus), CORPUS_SCHEMA)
+    for folder in ("queries", "qrels"):
+        (root / folder).mkdir()
+    for name, split in dataset.splits.items():
+        if not name or name.startswith(".") or "/" in name or os.sep in name:
+            raise DataError(f"split name {name!r} cannot be a file name; rename the split")
+        queries = ({"_id": qid, "text": text} for qid, text in split.queries.items())
+        _write_table(root / "queries" / f"{name}.{ext}", queries, QUERIES_SCHEMA)
+        _write_table(root / "qrels" / f"{name}.{ext}", _qrels_rows(split.qrels), QRELS_SCHEMA)
+
+
+def _corpus_rows(corpus: Corpus) -> Iterator[dict[str, Any]]:
+    """One row per passage, documents in corpus order."""
+    for document in corpus:
+        total = len(document.passages)
+        if total == 0:
+            raise DataError(
+                f"document {document.id!r} has no passages; the hub layout stores one row per "
+                "passage, so drop the document or give it a passage"
+            )
+        for i, p in enumerate(document.passages):
+            if p.position != i or p.doc_id != document.id:
+                raise DataError(
+                    f"passage {p.id!r} has doc_id {p.doc_id!r} and position {p.position}; "
+                    f"as passage {i} of document {document.id!r} it needs doc_id "
+                    f"{document.id!r} and position {i}"
+                )
+            yield {
+                "_id": p.id,
+                "text": p.text,
+                "title": document.title,
+                "doc_id": document.id,
+                "paragraph_no": i,
+                "total_paragraphs": total,
+                "is_candidate": p.is_candidate,
+            }
+
+
+def _qrels_rows(qrels: Qrels) -> Iterator[dict[str, Any]]:
+    for qid, judged in qrels.items():
+        for item, grade in judged.items():
+            grade = _as_grade(grade, f"qrels of query {qid!r}")
+            yield {"query_id": qid, "corpus_id": item, "score": grade}

@@ -1,0 +1,218 @@
+"""Reading and writing the rows of JSON lines and parquet files; checks of their fields.
+
+Rows come numbered (lines from 1, blank ones skipped; parquet rows from 1) so that every
+:class:`DataError` names the line or row at fault, what is wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from dapr.data import Qrels, Queries
+from dapr.errors import DataError
+from dapr.io.files import _fsync
+
+_BATCH_ROWS = 4096
+_BLANK_OR_SPACE = (  # an empty id, or one holding a character that str.split() splits on
+    r"^$|[\t-\r\x1c- \x85\xa0\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]"
+)
+_KINDS = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
+    list: "a list",
+    dict: "an object",
+}
+
+
+# --------------------------------------------------------------------------- row sources
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Numbered non-blank lines of a UTF-8 text file."""
+    try:
+        handle = path.open(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file; check the path") from None
+    with handle:
+        n = 0
+        try:
+            for n, line in enumerate(handle, 1):
+                if line and not line.isspace():
+                    yield n, line
+        except UnicodeDecodeError:
+            raise DataError(f"{path}:{n + 1}: not UTF-8 text; save the file as UTF-8") from None
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Numbered JSON objects, one per non-blank line."""
+    for n, line in _lines(path):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(
+                f"{path}:{n}: invalid JSON ({e.msg} at column {e.colno}); "
+                "write one JSON object per line"
+            ) from None
+        if not isinstance(row, dict):
+            raise DataError(
+                f"{path}:{n}: expected a JSON object, got {_show(row)}; "
+                "write one JSON object per line"
+            )
+        yield n, row
+
+
+def _parquet_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Numbered rows (from 1) of a parquet file, read in batches."""
+    n = 0
+    try:
+        with pq.ParquetFile(path) as parquet:
+            for batch in parquet.iter_batches(batch_size=_BATCH_ROWS):
+                for row in batch.to_pylist():
+                    n += 1
+                    yield n, row
+    except (pa.ArrowException, OSError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise DataError(f"{path}: no such file; check the path") from None
+        raise _unreadable_parquet(path, e) from None
+
+
+def _parquet_columns(path: Path) -> list[str]:
+    """The column names of a parquet file."""
+    try:
+        return pq.read_schema(path).names
+    except (pa.ArrowException, OSError) as e:
+        raise _unreadable_parquet(path, e) from None
+
+
+def _unreadable_parquet(path: Path, error: BaseException) -> DataError:
+    return DataError(
+        f"{path}: not a readable parquet file ({' '.join(str(error).split())}); "
+        "rewrite it with dapr.io.write_dataset"
+    )
+
+
+def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    return _parquet_rows(path) if path.suffix == ".parquet" else _jsonl_rows(path)
+
+
+def _at(path: Path, n: int) -> str:
+    """Where row ``n`` of a file is, for error messages."""
+    return f"{path}: row {n}" if path.suffix == ".parquet" else f"{path}:{n}"
+
+
+# --------------------------------------------------------------------------- row sink
+
+
+def _write_table(path: Path, rows: Iterable[dict[str, Any]], schema: pa.Schema) -> None:
+    """Stream rows to a JSON lines or parquet file (parquet: one row group per batch)."""
+    if path.suffix == ".jsonl":
+        with path.open("w", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    else:
+        with pq.ParquetWriter(path, schema) as writer:
+            for batch in _batches(rows, _BATCH_ROWS):
+                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+    _fsync(path)
+
+
+def _batches(rows: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    batch: list[dict[str, Any]] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+# --------------------------------------------------------------------------- field checks
+
+
+def _show(value: object) -> str:
+    """A short one-line rendering of a bad value."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _check(value: Any, kind: type, at: str, name: str, needs: str) -> Any:
+    """``value`` if it is of type ``kind`` (a bool is not an integer here)."""
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    raise DataError(f"{at}: field {name!r} must be {_KINDS[kind]}, got {_show(value)}; {needs}")
+
+
+def _field(row: dict[str, Any], key: str, kind: type, at: str, needs: str, prefix: str = "") -> Any:
+    """``row[key]`` checked to be of type ``kind``; ``prefix`` locates nested fields."""
+    if key not in row:
+        raise DataError(f"{at}: missing field '{prefix}{key}'; {needs}")
+    return _check(row[key], kind, at, prefix + key, needs)
+
+
+def _optional(row: dict[str, Any], key: str, kind: type, at: str, needs: str, default: Any) -> Any:
+    """``row[key]`` checked like :func:`_field`, or ``default`` when absent or null."""
+    if row.get(key) is None:
+        return default
+    return _check(row[key], kind, at, key, needs)
+
+
+def _parse_number(text: str, kind: type, at: str, name: str) -> Any:
+    try:
+        return kind(text)
+    except ValueError:
+        raise DataError(
+            f"{at}: field {name!r} must be {_KINDS[kind]}, got {text!r}; write a valid {name}"
+        ) from None
+
+
+def _as_grade(value: object, at: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise DataError(f"{at}: grade must be an integer, got {_show(value)}; use integer grades")
+    return int(value)
+
+
+def _check_tokens(values: list[str], what: str, path: Path) -> None:
+    """Every value is non-empty and free of whitespace (a TREC column)."""
+    if all(values) and len("".join("".join(values).split())) == sum(map(len, values)):
+        return
+    bad = next(v for v in values if v.split() != [v])
+    raise DataError(
+        f"{path}: {what} {bad!r} is empty or contains whitespace; TREC files separate "
+        "columns by whitespace, so rename it"
+    )
+
+
+def _blank_or_spaced(ids: pa.Array) -> bool:
+    """Whether any of ``ids`` would fail :func:`_check_tokens` (the same rule, in pyarrow)."""
+    return bool(pc.any(pc.match_substring_regex(ids, _BLANK_OR_SPACE)).as_py())
+
+
+# --------------------------------------------------------------------------- queries and qrels
+
+
+def _add_query(queries: Queries, qid: str, text: str, at: str, name: str) -> None:
+    if queries.setdefault(qid, text) != text:
+        raise DataError(
+            f"{at}: field {name!r} differs from an earlier row for query {qid!r}; "
+            "give each query id a single text"
+        )
+
+
+def _judge(qrels: Qrels, qid: str, item: str, grade: int) -> None:
+    """Record a judgement; when a pair is judged more than once, the highest grade wins."""
+    judged = qrels.setdefault(qid, {})
+    judged[item] = max(grade, judged.get(item, grade))
