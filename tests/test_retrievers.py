@@ -78,3 +78,19 @@ def test_dense_cosine_matches_manual_computation(tmp_path):
     cosine = docs @ query / (np.linalg.norm(docs, axis=1) * np.linalg.norm(query))
     for (item, _), expected in zip(ITEMS, cosine):
         assert run[item] == pytest.approx(float(expected), abs=1e-5)
+
+
+def test_dense_encoding_in_small_chunks_gives_the_same_embeddings(tmp_path, monkeypatch):
+    from dapr.retrievers import dense
+
+    whole = Dense()
+    whole.index(ITEMS, tmp_path / "whole")
+    monkeypatch.setattr(dense, "_ENCODE_CHUNK", 2)  # 5 items -> 3 parts, merged in order
+    chunked = Dense()
+    chunked.index(ITEMS, tmp_path / "chunked")
+    assert list(chunked._ids) == [i for i, _ in ITEMS]
+    assert np.allclose(whole._embeddings, chunked._embeddings, atol=1e-6)
+    assert sorted(p.name for p in (tmp_path / "chunked").iterdir()) == [
+        "embeddings.npy",
+        "ids.json",
+    ]

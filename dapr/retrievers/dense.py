@@ -13,6 +13,9 @@ from tqdm.auto import tqdm
 from dapr.data import Run
 from dapr.models import sentence_transformer
 
+_ENCODE_CHUNK = 1024
+"""Items encoded (and written to one part file) between two progress updates."""
+
 
 class Dense:
     """A bi-encoder: one ``model`` for both sides, or a ``query_model`` and a ``document_model``
@@ -59,7 +62,7 @@ class Dense:
         ids: list[str] = []
         parts = []
         progress = tqdm(desc=f"encoding with {self.document_name}", unit=" items", delay=1)
-        for n, chunk in enumerate(_chunks(items, self.block_size)):
+        for n, chunk in enumerate(_chunks(items, _ENCODE_CHUNK)):
             ids.extend(item_id for item_id, _ in chunk)
             vectors = encoder.encode_document(
                 [text for _, text in chunk], batch_size=self.batch_size, convert_to_numpy=True
