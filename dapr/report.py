@@ -5,11 +5,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from pathlib import Path
 
 from dapr.experiment.runner import Outcome
 from dapr.io import write_trec_run
+from dapr.io.files import write_bytes_atomic
 
 
 def rows(outcome: Outcome) -> list[dict[str, object]]:
@@ -69,6 +69,4 @@ def write(outcome: Outcome, out: Path) -> None:
 
 
 def _write_text(path: Path, text: str) -> None:
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text)
-    os.replace(partial, path)
+    write_bytes_atomic(path, [text.encode()])

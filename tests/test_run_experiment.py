@@ -89,7 +89,7 @@ def test_interrupted_run_resumes_without_redoing_finished_steps(
     monkeypatch.setattr(Dense, "index", interrupted)
     assert _run(dataset, tmp_path / "out") == 130
     assert not (tmp_path / "out" / "metrics.json").exists()
-    leftovers = list((tmp_path / "home" / "cache").rglob("*.partial-*"))
+    leftovers = list((tmp_path / "home" / "cache").rglob(".*.tmp"))
     assert leftovers == []
     capsys.readouterr()
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from dapr.io.files import atomic_directory
 from dapr.paths import home
 
 _COMPLETE = "COMPLETE"
@@ -37,14 +36,6 @@ class Cache:
     @contextmanager
     def writing(self, kind: str, key: str) -> Iterator[Path]:
         """A fresh directory to fill; it becomes the entry only if the block finishes."""
-        final = self.path(kind, key)
-        scratch = final.with_name(f".{key}.partial-{os.getpid()}")
-        shutil.rmtree(scratch, ignore_errors=True)
-        scratch.mkdir(parents=True)
-        try:
+        with atomic_directory(self.path(kind, key)) as scratch:
             yield scratch
             (scratch / _COMPLETE).touch()
-            shutil.rmtree(final, ignore_errors=True)
-            os.replace(scratch, final)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)

@@ -18,18 +18,18 @@ from pathlib import Path
 from dapr.data import SPLITS, Dataset
 from dapr.errors import DataError
 from dapr.io.dump import read_dump
+from dapr.io.hub import ALL_SPLITS as ALL_SPLITS  # public, but (as ever) not in __all__
 from dapr.io.hub import (
-    _CORPUS_NEEDS,
+    CORPUS_NEEDS,
     CORPUS_SCHEMA,
     FORMATS,
     QRELS_SCHEMA,
     QUERIES_SCHEMA,
-    _read_hub,
+    read_hub,
     write_dataset,
 )
-from dapr.io.hub import ALL_SPLITS as ALL_SPLITS  # public, but (as ever) not in __all__
 from dapr.io.hub import Format as Format
-from dapr.io.rows import _jsonl_rows
+from dapr.io.rows import jsonl_rows
 from dapr.io.trec import read_trec_qrels, read_trec_run, write_trec_qrels, write_trec_run
 
 
@@ -39,7 +39,7 @@ def read_dataset(path: Path, name: str | None = None) -> Dataset:
     layout = _detect_layout(path)
     if layout == "dump":
         return read_dump(path, name)
-    return _read_hub(path, layout, name)
+    return read_hub(path, layout, name)
 
 
 def _detect_layout(path: Path) -> str:
@@ -66,7 +66,7 @@ def _detect_layout(path: Path) -> str:
 
 def _jsonl_corpus_layout(corpus: Path, has_dump_splits: bool) -> str:
     """Tell a hub corpus from a dump corpus by the fields of its first row."""
-    with contextlib.closing(_jsonl_rows(corpus)) as rows:
+    with contextlib.closing(jsonl_rows(corpus)) as rows:
         first = next(rows, None)
     if first is None:
         return "dump" if has_dump_splits else "jsonl"
@@ -76,7 +76,7 @@ def _jsonl_corpus_layout(corpus: Path, has_dump_splits: bool) -> str:
     if "_id" in row:
         return "jsonl"
     raise DataError(
-        f"{corpus}:{n}: missing field '_id' (hub layout) or 'chunks' (DAPR dump); {_CORPUS_NEEDS}"
+        f"{corpus}:{n}: missing field '_id' (hub layout) or 'chunks' (DAPR dump); {CORPUS_NEEDS}"
     )
 
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from dapr.data import SPLITS, Corpus, Dataset, Document, Passage, Qrels, Queries, Split
 from dapr.errors import DataError
-from dapr.io.files import _dir_name
-from dapr.io.rows import _add_query, _check, _field, _jsonl_rows, _judge, _show
+from dapr.io.files import dir_name
+from dapr.io.rows import add_query, check_type, jsonl_rows, judge, required_field, show
 
 _DUMP_CORPUS_NEEDS = "every corpus row needs id, title and chunks [{id, text}]"
 _DUMP_SPLIT_NEEDS = (
@@ -40,13 +40,13 @@ def read_dump(path: Path, name: str | None = None) -> Dataset:
     extra: dict[str, Document] = {}
     splits = {s: _read_dump_split(f, extra) for s, f in split_files.items()}
     corpus = Corpus(partial(_dump_documents, corpus_file, extra))
-    return Dataset(name or _dir_name(path), corpus, splits)
+    return Dataset(name or dir_name(path), corpus, splits)
 
 
 def _dump_documents(corpus_file: Path, extra: dict[str, Document]) -> Iterator[Document]:
     """Documents of ``corpus.jsonl``, then the ``extra`` ones it does not contain."""
     seen: set[str] = set()
-    rows = _jsonl_rows(corpus_file) if corpus_file.is_file() else iter(())
+    rows = jsonl_rows(corpus_file) if corpus_file.is_file() else iter(())
     for n, row in rows:
         document = _dump_document(row, f"{corpus_file}:{n}", _DUMP_CORPUS_NEEDS)
         if document.id in seen:
@@ -63,23 +63,23 @@ def _dump_documents(corpus_file: Path, extra: dict[str, Document]) -> Iterator[D
 
 def _dump_document(obj: dict[str, Any], at: str, needs: str, prefix: str = "") -> Document:
     """A dump document (``id``, ``title``, ``chunks``, optional ``candidate_chunk_ids``)."""
-    doc_id = _field(obj, "id", str, at, needs, prefix)
-    title = _field(obj, "title", str, at, needs, prefix)
-    chunks = _field(obj, "chunks", list, at, needs, prefix)
+    doc_id = required_field(obj, "id", str, at, needs, prefix)
+    title = required_field(obj, "title", str, at, needs, prefix)
+    chunks = required_field(obj, "chunks", list, at, needs, prefix)
     candidates = _candidate_ids(obj, at, needs, prefix)
     passages = []
     for i, chunk in enumerate(chunks):
         where = f"{prefix}chunks[{i}]"
-        _check(chunk, dict, at, where, needs)
-        chunk_id = _field(chunk, "id", str, at, needs, where + ".")
-        text = _field(chunk, "text", str, at, needs, where + ".")
+        check_type(chunk, dict, at, where, needs)
+        chunk_id = required_field(chunk, "id", str, at, needs, where + ".")
+        text = required_field(chunk, "text", str, at, needs, where + ".")
         is_candidate = candidates is None or chunk_id in candidates
         passages.append(Passage(chunk_id, doc_id, i, text, is_candidate))
     if candidates is not None:
         unknown = candidates - {p.id for p in passages}
         if unknown:
             raise DataError(
-                f"{at}: field '{prefix}candidate_chunk_ids' names {_show(min(unknown))}, which is "
+                f"{at}: field '{prefix}candidate_chunk_ids' names {show(min(unknown))}, which is "
                 f"not a chunk of document {doc_id!r}; list only ids from its chunks"
             )
     return Document(doc_id, title, tuple(passages))
@@ -91,8 +91,8 @@ def _candidate_ids(obj: dict[str, Any], at: str, needs: str, prefix: str) -> set
     if ids is None:
         return None
     name = prefix + "candidate_chunk_ids"
-    _check(ids, list, at, name, needs)
-    return {_check(i, str, at, name, needs) for i in ids}
+    check_type(ids, list, at, name, needs)
+    return {check_type(i, str, at, name, needs) for i in ids}
 
 
 def _read_dump_split(path: Path, extra: dict[str, Document]) -> Split:
@@ -100,19 +100,21 @@ def _read_dump_split(path: Path, extra: dict[str, Document]) -> Split:
     needs = _DUMP_SPLIT_NEEDS
     queries: Queries = {}
     qrels: Qrels = {}
-    for n, row in _jsonl_rows(path):
+    for n, row in jsonl_rows(path):
         at = f"{path}:{n}"
-        query = _field(row, "query", dict, at, needs)
-        qid = _field(query, "id", str, at, needs, "query.")
-        _add_query(queries, qid, _field(query, "text", str, at, needs, "query."), at, "query.text")
-        for i, judged in enumerate(_field(row, "judged_chunks", list, at, needs)):
+        query = required_field(row, "query", dict, at, needs)
+        qid = required_field(query, "id", str, at, needs, "query.")
+        add_query(
+            queries, qid, required_field(query, "text", str, at, needs, "query."), at, "query.text"
+        )
+        for i, judged in enumerate(required_field(row, "judged_chunks", list, at, needs)):
             prefix = f"judged_chunks[{i}]."
-            _check(judged, dict, at, prefix[:-1], needs)
-            chunk = _field(judged, "chunk", dict, at, needs, prefix)
-            chunk_id = _field(chunk, "id", str, at, needs, prefix + "chunk.")
-            _judge(qrels, qid, chunk_id, _field(judged, "judgement", int, at, needs, prefix))
-            doc = _field(judged, "belonging_doc", dict, at, needs, prefix)
-            doc_id = _field(doc, "id", str, at, needs, prefix + "belonging_doc.")
+            check_type(judged, dict, at, prefix[:-1], needs)
+            chunk = required_field(judged, "chunk", dict, at, needs, prefix)
+            chunk_id = required_field(chunk, "id", str, at, needs, prefix + "chunk.")
+            judge(qrels, qid, chunk_id, required_field(judged, "judgement", int, at, needs, prefix))
+            doc = required_field(judged, "belonging_doc", dict, at, needs, prefix)
+            doc_id = required_field(doc, "id", str, at, needs, prefix + "belonging_doc.")
             if doc_id not in extra:
                 extra[doc_id] = _dump_document(doc, at, needs, prefix + "belonging_doc.")
     return Split(queries, qrels)

@@ -10,16 +10,17 @@ import contextlib
 import os
 import secrets
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
-def _dir_name(path: Path) -> str:
+def dir_name(path: Path) -> str:
     """The name of a dataset directory, also when ``path`` is ``.``."""
     return path.name or path.resolve().name
 
 
-def _write_bytes(path: Path, chunks: Iterable[bytes | memoryview]) -> None:
+def write_bytes_atomic(path: Path, chunks: Iterable[bytes | memoryview]) -> None:
     """Write to a temporary sibling, then rename it over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _temp_sibling(path)
@@ -36,14 +37,19 @@ def _write_bytes(path: Path, chunks: Iterable[bytes | memoryview]) -> None:
         raise
 
 
-def _write_directory(out: Path, fill: Callable[[Path], None]) -> None:
-    """Let ``fill`` write a temporary sibling directory, then swap it in for ``out``."""
+@contextmanager
+def atomic_directory(out: Path) -> Iterator[Path]:
+    """A fresh temporary sibling of ``out`` to fill; it replaces ``out`` once the block ends.
+
+    If the block raises (or is interrupted), the temporary directory is removed and ``out``, if
+    it existed, is left untouched.
+    """
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = _temp_sibling(out)
     tmp.mkdir()
     try:
-        fill(tmp)
-        _fsync(tmp)
+        yield tmp
+        fsync(tmp)
         _swap_in(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -68,10 +74,10 @@ def _swap_in(new: Path, out: Path) -> None:
             os.rename(old, out)
             raise
         shutil.rmtree(old, ignore_errors=True)
-    _fsync(out.parent)
+    fsync(out.parent)
 
 
-def _fsync(path: Path) -> None:
+def fsync(path: Path) -> None:
     """Flush a written file or directory entry to disk."""
     fd = os.open(path, os.O_RDONLY)
     try:

@@ -23,17 +23,17 @@ import pyarrow as pa
 
 from dapr.data import SPLITS, Corpus, Dataset, Document, Passage, Qrels, Queries, Split
 from dapr.errors import DataError
-from dapr.io.files import _dir_name, _write_directory
+from dapr.io.files import atomic_directory, dir_name
 from dapr.io.rows import (
-    _add_query,
-    _as_grade,
-    _at,
-    _field,
-    _judge,
-    _optional,
-    _parquet_columns,
-    _rows,
-    _write_table,
+    add_query,
+    as_grade,
+    judge,
+    optional_field,
+    parquet_columns,
+    required_field,
+    row_location,
+    table_rows,
+    write_table,
 )
 
 Format = Literal["jsonl", "parquet"]
@@ -57,7 +57,7 @@ QRELS_SCHEMA = pa.schema(
 
 ALL_SPLITS = "all"
 """Name of the published hub data's qrels file that unites every split."""
-_CORPUS_NEEDS = "every corpus row needs _id, text, title, doc_id, paragraph_no"
+CORPUS_NEEDS = "every corpus row needs _id, text, title, doc_id, paragraph_no"
 _QUERIES_NEEDS = "every query row needs _id and text"
 _QRELS_NEEDS = "every qrels row needs query_id, corpus_id and an integer score"
 
@@ -65,7 +65,7 @@ _QRELS_NEEDS = "every qrels row needs query_id, corpus_id and an integer score"
 # --------------------------------------------------------------------------- read
 
 
-def _read_hub(path: Path, ext: str, name: str | None = None) -> Dataset:
+def read_hub(path: Path, ext: str, name: str | None = None) -> Dataset:
     """A directory in the hub layout of ``ext`` files; splits are read now, the corpus lazily."""
     corpus_files = _corpus_files(path, ext)
     if ext == "parquet":
@@ -78,7 +78,7 @@ def _read_hub(path: Path, ext: str, name: str | None = None) -> Dataset:
         qrels = _read_hub_qrels(qrels_file) if qrels_file.is_file() else {}
         splits[split] = Split(queries, qrels)
     corpus = Corpus(partial(_hub_documents, corpus_files))
-    return Dataset(name or _dir_name(path), corpus, splits)
+    return Dataset(name or dir_name(path), corpus, splits)
 
 
 def _corpus_files(path: Path, ext: str) -> list[Path]:
@@ -88,10 +88,10 @@ def _corpus_files(path: Path, ext: str) -> list[Path]:
 
 
 def _check_parquet_columns(path: Path) -> None:
-    names = _parquet_columns(path)
+    names = parquet_columns(path)
     for column in ("_id", "text", "title", "doc_id", "paragraph_no"):
         if column not in names:
-            raise DataError(f"{path}: missing column {column!r}; {_CORPUS_NEEDS}")
+            raise DataError(f"{path}: missing column {column!r}; {CORPUS_NEEDS}")
 
 
 def _hub_split_names(path: Path, ext: str) -> list[str]:
@@ -111,20 +111,20 @@ def _hub_split_names(path: Path, ext: str) -> list[str]:
 
 def _read_hub_queries(path: Path) -> Queries:
     queries: Queries = {}
-    for n, row in _rows(path):
-        at = _at(path, n)
-        qid = _field(row, "_id", str, at, _QUERIES_NEEDS)
-        _add_query(queries, qid, _field(row, "text", str, at, _QUERIES_NEEDS), at, "text")
+    for n, row in table_rows(path):
+        at = row_location(path, n)
+        qid = required_field(row, "_id", str, at, _QUERIES_NEEDS)
+        add_query(queries, qid, required_field(row, "text", str, at, _QUERIES_NEEDS), at, "text")
     return queries
 
 
 def _read_hub_qrels(path: Path) -> Qrels:
     qrels: Qrels = {}
-    for n, row in _rows(path):
-        at = _at(path, n)
-        qid = _field(row, "query_id", str, at, _QRELS_NEEDS)
-        item = _field(row, "corpus_id", str, at, _QRELS_NEEDS)
-        _judge(qrels, qid, item, _field(row, "score", int, at, _QRELS_NEEDS))
+    for n, row in table_rows(path):
+        at = row_location(path, n)
+        qid = required_field(row, "query_id", str, at, _QRELS_NEEDS)
+        item = required_field(row, "corpus_id", str, at, _QRELS_NEEDS)
+        judge(qrels, qid, item, required_field(row, "score", int, at, _QRELS_NEEDS))
     return qrels
 
 
@@ -174,8 +174,8 @@ def _hub_documents(paths: list[Path]) -> Iterator[Document]:
     """The documents of hub corpus files, grouping consecutive rows by ``doc_id``."""
     pending: _PendingDocument | None = None
     seen: set[str] = set()
-    for path, n, row in ((p, n, row) for p in paths for n, row in _rows(p)):
-        at = _at(path, n)
+    for path, n, row in ((p, n, row) for p in paths for n, row in table_rows(p)):
+        at = row_location(path, n)
         passage, title, total = _hub_passage(row, at)
         if pending is None or passage.doc_id != pending.id:
             if pending is not None:
@@ -195,14 +195,14 @@ def _hub_documents(paths: list[Path]) -> Iterator[Document]:
 def _hub_passage(row: dict[str, Any], at: str) -> tuple[Passage, str, int | None]:
     """A corpus row as its passage, its document's title and its ``total_paragraphs``."""
     passage = Passage(
-        id=_field(row, "_id", str, at, _CORPUS_NEEDS),
-        doc_id=_field(row, "doc_id", str, at, _CORPUS_NEEDS),
-        position=_field(row, "paragraph_no", int, at, _CORPUS_NEEDS),
-        text=_field(row, "text", str, at, _CORPUS_NEEDS),
-        is_candidate=_optional(row, "is_candidate", bool, at, _CORPUS_NEEDS, True),
+        id=required_field(row, "_id", str, at, CORPUS_NEEDS),
+        doc_id=required_field(row, "doc_id", str, at, CORPUS_NEEDS),
+        position=required_field(row, "paragraph_no", int, at, CORPUS_NEEDS),
+        text=required_field(row, "text", str, at, CORPUS_NEEDS),
+        is_candidate=optional_field(row, "is_candidate", bool, at, CORPUS_NEEDS, True),
     )
-    title = _field(row, "title", str, at, _CORPUS_NEEDS)
-    return passage, title, _optional(row, "total_paragraphs", int, at, _CORPUS_NEEDS, None)
+    title = required_field(row, "title", str, at, CORPUS_NEEDS)
+    return passage, title, optional_field(row, "total_paragraphs", int, at, CORPUS_NEEDS, None)
 
 
 # --------------------------------------------------------------------------- write
@@ -215,19 +215,20 @@ def write_dataset(dataset: Dataset, out: Path, format: Format = "jsonl") -> None
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise DataError(f"{out}: exists and is not a directory; remove it or choose another path")
-    _write_directory(out, lambda root: _write_hub(dataset, root, format))
+    with atomic_directory(out) as root:
+        _write_hub(dataset, root, format)
 
 
 def _write_hub(dataset: Dataset, root: Path, ext: str) -> None:
-    _write_table(root / f"corpus.{ext}", _corpus_rows(dataset.corpus), CORPUS_SCHEMA)
+    write_table(root / f"corpus.{ext}", _corpus_rows(dataset.corpus), CORPUS_SCHEMA)
     for folder in ("queries", "qrels"):
         (root / folder).mkdir()
     for name, split in dataset.splits.items():
         if not name or name.startswith(".") or "/" in name or os.sep in name:
             raise DataError(f"split name {name!r} cannot be a file name; rename the split")
         queries = ({"_id": qid, "text": text} for qid, text in split.queries.items())
-        _write_table(root / "queries" / f"{name}.{ext}", queries, QUERIES_SCHEMA)
-        _write_table(root / "qrels" / f"{name}.{ext}", _qrels_rows(split.qrels), QRELS_SCHEMA)
+        write_table(root / "queries" / f"{name}.{ext}", queries, QUERIES_SCHEMA)
+        write_table(root / "qrels" / f"{name}.{ext}", _qrels_rows(split.qrels), QRELS_SCHEMA)
 
 
 def _corpus_rows(corpus: Corpus) -> Iterator[dict[str, Any]]:
@@ -260,5 +261,5 @@ def _corpus_rows(corpus: Corpus) -> Iterator[dict[str, Any]]:
 def _qrels_rows(qrels: Qrels) -> Iterator[dict[str, Any]]:
     for qid, judged in qrels.items():
         for item, grade in judged.items():
-            grade = _as_grade(grade, f"qrels of query {qid!r}")
+            grade = as_grade(grade, f"qrels of query {qid!r}")
             yield {"query_id": qid, "corpus_id": item, "score": grade}

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from dapr.data import Qrels, Queries
 from dapr.errors import DataError
-from dapr.io.files import _fsync
+from dapr.io.files import fsync
 
 _BATCH_ROWS = 4096
 _BLANK_OR_SPACE = (  # an empty id, or one holding a character that str.split() splits on
@@ -37,7 +37,7 @@ _KINDS = {
 # --------------------------------------------------------------------------- row sources
 
 
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
+def text_lines(path: Path) -> Iterator[tuple[int, str]]:
     """Numbered non-blank lines of a UTF-8 text file."""
     try:
         handle = path.open(encoding="utf-8")
@@ -53,9 +53,9 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
             raise DataError(f"{path}:{n + 1}: not UTF-8 text; save the file as UTF-8") from None
 
 
-def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Numbered JSON objects, one per non-blank line."""
-    for n, line in _lines(path):
+    for n, line in text_lines(path):
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
@@ -65,7 +65,7 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             ) from None
         if not isinstance(row, dict):
             raise DataError(
-                f"{path}:{n}: expected a JSON object, got {_show(row)}; "
+                f"{path}:{n}: expected a JSON object, got {show(row)}; "
                 "write one JSON object per line"
             )
         yield n, row
@@ -86,7 +86,7 @@ def _parquet_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         raise _unreadable_parquet(path, e) from None
 
 
-def _parquet_columns(path: Path) -> list[str]:
+def parquet_columns(path: Path) -> list[str]:
     """The column names of a parquet file."""
     try:
         return pq.read_schema(path).names
@@ -101,11 +101,11 @@ def _unreadable_parquet(path: Path, error: BaseException) -> DataError:
     )
 
 
-def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    return _parquet_rows(path) if path.suffix == ".parquet" else _jsonl_rows(path)
+def table_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    return _parquet_rows(path) if path.suffix == ".parquet" else jsonl_rows(path)
 
 
-def _at(path: Path, n: int) -> str:
+def row_location(path: Path, n: int) -> str:
     """Where row ``n`` of a file is, for error messages."""
     return f"{path}: row {n}" if path.suffix == ".parquet" else f"{path}:{n}"
 
@@ -113,7 +113,7 @@ def _at(path: Path, n: int) -> str:
 # --------------------------------------------------------------------------- row sink
 
 
-def _write_table(path: Path, rows: Iterable[dict[str, Any]], schema: pa.Schema) -> None:
+def write_table(path: Path, rows: Iterable[dict[str, Any]], schema: pa.Schema) -> None:
     """Stream rows to a JSON lines or parquet file (parquet: one row group per batch)."""
     if path.suffix == ".jsonl":
         with path.open("w", encoding="utf-8") as handle:
@@ -123,7 +123,7 @@ def _write_table(path: Path, rows: Iterable[dict[str, Any]], schema: pa.Schema) 
         with pq.ParquetWriter(path, schema) as writer:
             for batch in _batches(rows, _BATCH_ROWS):
                 writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-    _fsync(path)
+    fsync(path)
 
 
 def _batches(rows: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
@@ -140,7 +140,7 @@ def _batches(rows: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[st
 # --------------------------------------------------------------------------- field checks
 
 
-def _show(value: object) -> str:
+def show(value: object) -> str:
     """A short one-line rendering of a bad value."""
     try:
         text = json.dumps(value, ensure_ascii=False)
@@ -149,28 +149,32 @@ def _show(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _check(value: Any, kind: type, at: str, name: str, needs: str) -> Any:
+def check_type(value: Any, kind: type, at: str, name: str, needs: str) -> Any:
     """``value`` if it is of type ``kind`` (a bool is not an integer here)."""
     if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
         return value
-    raise DataError(f"{at}: field {name!r} must be {_KINDS[kind]}, got {_show(value)}; {needs}")
+    raise DataError(f"{at}: field {name!r} must be {_KINDS[kind]}, got {show(value)}; {needs}")
 
 
-def _field(row: dict[str, Any], key: str, kind: type, at: str, needs: str, prefix: str = "") -> Any:
+def required_field(
+    row: dict[str, Any], key: str, kind: type, at: str, needs: str, prefix: str = ""
+) -> Any:
     """``row[key]`` checked to be of type ``kind``; ``prefix`` locates nested fields."""
     if key not in row:
         raise DataError(f"{at}: missing field '{prefix}{key}'; {needs}")
-    return _check(row[key], kind, at, prefix + key, needs)
+    return check_type(row[key], kind, at, prefix + key, needs)
 
 
-def _optional(row: dict[str, Any], key: str, kind: type, at: str, needs: str, default: Any) -> Any:
-    """``row[key]`` checked like :func:`_field`, or ``default`` when absent or null."""
+def optional_field(
+    row: dict[str, Any], key: str, kind: type, at: str, needs: str, default: Any
+) -> Any:
+    """``row[key]`` checked like :func:`required_field`, or ``default`` when absent or null."""
     if row.get(key) is None:
         return default
-    return _check(row[key], kind, at, key, needs)
+    return check_type(row[key], kind, at, key, needs)
 
 
-def _parse_number(text: str, kind: type, at: str, name: str) -> Any:
+def parse_number(text: str, kind: type, at: str, name: str) -> Any:
     try:
         return kind(text)
     except ValueError:
@@ -179,13 +183,13 @@ def _parse_number(text: str, kind: type, at: str, name: str) -> Any:
         ) from None
 
 
-def _as_grade(value: object, at: str) -> int:
+def as_grade(value: object, at: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise DataError(f"{at}: grade must be an integer, got {_show(value)}; use integer grades")
+        raise DataError(f"{at}: grade must be an integer, got {show(value)}; use integer grades")
     return int(value)
 
 
-def _check_tokens(values: list[str], what: str, path: Path) -> None:
+def check_tokens(values: list[str], what: str, path: Path) -> None:
     """Every value is non-empty and free of whitespace (a TREC column)."""
     if all(values) and len("".join("".join(values).split())) == sum(map(len, values)):
         return
@@ -196,15 +200,15 @@ def _check_tokens(values: list[str], what: str, path: Path) -> None:
     )
 
 
-def _blank_or_spaced(ids: pa.Array) -> bool:
-    """Whether any of ``ids`` would fail :func:`_check_tokens` (the same rule, in pyarrow)."""
+def blank_or_spaced(ids: pa.Array) -> bool:
+    """Whether any of ``ids`` would fail :func:`check_tokens` (the same rule, in pyarrow)."""
     return bool(pc.any(pc.match_substring_regex(ids, _BLANK_OR_SPACE)).as_py())
 
 
 # --------------------------------------------------------------------------- queries and qrels
 
 
-def _add_query(queries: Queries, qid: str, text: str, at: str, name: str) -> None:
+def add_query(queries: Queries, qid: str, text: str, at: str, name: str) -> None:
     if queries.setdefault(qid, text) != text:
         raise DataError(
             f"{at}: field {name!r} differs from an earlier row for query {qid!r}; "
@@ -212,7 +216,7 @@ def _add_query(queries: Queries, qid: str, text: str, at: str, name: str) -> Non
         )
 
 
-def _judge(qrels: Qrels, qid: str, item: str, grade: int) -> None:
+def judge(qrels: Qrels, qid: str, item: str, grade: int) -> None:
     """Record a judgement; when a pair is judged more than once, the highest grade wins."""
     judged = qrels.setdefault(qid, {})
     judged[item] = max(grade, judged.get(item, grade))

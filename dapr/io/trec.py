@@ -16,8 +16,8 @@ import pyarrow.csv as pa_csv
 
 from dapr.data import Qrels, Run
 from dapr.errors import DataError
-from dapr.io.files import _write_bytes
-from dapr.io.rows import _as_grade, _blank_or_spaced, _check_tokens, _judge, _lines, _parse_number
+from dapr.io.files import write_bytes_atomic
+from dapr.io.rows import as_grade, blank_or_spaced, check_tokens, judge, parse_number, text_lines
 
 _LINES_PER_BLOCK = 1 << 20
 _RUN_COLUMNS = ("qid", "q0", "docid", "rank", "score", "system")
@@ -34,10 +34,10 @@ def write_trec_run(run: Run, path: Path, system: str) -> None:
     queries, vocab = _strings(run.queries), _strings(run.vocab)
     used = np.zeros(len(vocab), dtype=bool)
     used[run.items] = True
-    _check_tokens([str(system)], "system name", path)
-    _check_tokens(queries, "query id", path)
-    _check_tokens(np.array(vocab, dtype=object)[used].tolist(), "item id", path)
-    _write_bytes(path, _run_lines(run, queries, vocab, str(system)))
+    check_tokens([str(system)], "system name", path)
+    check_tokens(queries, "query id", path)
+    check_tokens(np.array(vocab, dtype=object)[used].tolist(), "item id", path)
+    write_bytes_atomic(path, _run_lines(run, queries, vocab, str(system)))
 
 
 def read_trec_run(path: Path) -> Run:
@@ -53,29 +53,29 @@ def write_trec_qrels(qrels: Qrels, path: Path) -> None:
 
     def chunks() -> Iterator[bytes]:
         for qid, judged in qrels.items():
-            _check_tokens([str(qid), *map(str, judged)], "id", path)
+            check_tokens([str(qid), *map(str, judged)], "id", path)
             lines = (
-                f"{qid} 0 {item} {_as_grade(grade, f'{path}: query {qid!r}')}\n"
+                f"{qid} 0 {item} {as_grade(grade, f'{path}: query {qid!r}')}\n"
                 for item, grade in judged.items()
             )
             yield "".join(lines).encode()
 
-    _write_bytes(path, chunks())
+    write_bytes_atomic(path, chunks())
 
 
 def read_trec_qrels(path: Path) -> Qrels:
     """A TREC qrels file: ``qid iteration docid grade`` lines with integer grades."""
     path = Path(path)
     qrels: Qrels = {}
-    for n, line in _lines(path):
+    for n, line in text_lines(path):
         parts = line.split()
         if len(parts) != 4:
             raise DataError(
                 f"{path}:{n}: expected 4 columns (qid 0 docid grade), got {len(parts)}; "
                 "write one judgement per line, columns separated by whitespace"
             )
-        grade = _parse_number(parts[3], int, f"{path}:{n}", "grade")
-        _judge(qrels, parts[0], parts[2], grade)
+        grade = parse_number(parts[3], int, f"{path}:{n}", "grade")
+        judge(qrels, parts[0], parts[2], grade)
     return qrels
 
 
@@ -110,7 +110,7 @@ def _read_run_columns_fast(path: Path) -> _RunColumns | None:
         return None
     q_codes, queries = _encode(table.column("qid"))
     codes, vocab = _encode(table.column("docid"))
-    if _blank_or_spaced(queries) or _blank_or_spaced(vocab):
+    if blank_or_spaced(queries) or blank_or_spaced(vocab):
         return None
     return q_codes, queries, codes, vocab, table.column("score").to_numpy()
 
@@ -118,15 +118,15 @@ def _read_run_columns_fast(path: Path) -> _RunColumns | None:
 def _read_run_columns(path: Path) -> _RunColumns:
     """Columns of a run with any whitespace, checking every line; errors name the line."""
     qids, items, scores = [], [], []
-    for n, line in _lines(path):
+    for n, line in text_lines(path):
         parts = line.split()
         if len(parts) != 6:
             raise DataError(
                 f"{path}:{n}: expected 6 columns (qid Q0 docid rank score system), got "
                 f"{len(parts)}; write one ranked item per line, columns separated by whitespace"
             )
-        _parse_number(parts[3], int, f"{path}:{n}", "rank")
-        scores.append(_parse_number(parts[4], float, f"{path}:{n}", "score"))
+        parse_number(parts[3], int, f"{path}:{n}", "rank")
+        scores.append(parse_number(parts[4], float, f"{path}:{n}", "score"))
         qids.append(parts[0])
         items.append(parts[2])
     q_codes, queries = _encode(_chunked(qids))
@@ -192,7 +192,7 @@ def _check_no_duplicates(
 
 def _second_occurrence(path: Path, qid: str, docid: str) -> int:
     seen = False
-    for n, line in _lines(path):
+    for n, line in text_lines(path):
         parts = line.split()
         if parts[0] == qid and parts[2] == docid:
             if seen:
