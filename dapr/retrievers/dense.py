@@ -98,13 +98,13 @@ class Dense:
             raise RuntimeError("Dense.search called before index() or load()")
         qids = list(queries)
         encoder = self._model(self.query_name)
-        q = (
-            encoder.encode_query(
-                [queries[i] for i in qids], batch_size=self.batch_size, convert_to_tensor=True
-            )
-            .float()
-            .cpu()
+        q = encoder.encode_query(
+            [queries[i] for i in qids],
+            batch_size=self.batch_size,
+            convert_to_tensor=True,
+            show_progress_bar=len(qids) > 1000,
         )
+        q = q.float().cpu()
         depth = min(k, len(self._ids))
         best_scores = torch.full((len(qids), 0), float("-inf"))
         best_items = torch.zeros((len(qids), 0), dtype=torch.long)
