@@ -107,11 +107,23 @@ class CorpusIds:
 
 @dataclass
 class Dataset:
-    """A corpus with queries and qrels per split."""
+    """A corpus with queries and qrels per split.
+
+    ``labels`` maps a query id to its categories (NQ-hard's CR, MT, MHR, AC, or any grouping a
+    dataset provides) for per-category analysis. ``relevance_level`` is the lowest grade that
+    counts as relevant for binary metrics (recall, MRR); nDCG always uses the grades.
+    ``notes`` are facts about the construction that statistics should show (for example, that
+    every passage is its own document because the source has no document grouping).
+    ``language`` (an ISO 639-1 code) lets a retriever choose its tokenizer (jieba for ``zh``).
+    """
 
     name: str
     corpus: Corpus
     splits: dict[str, Split] = field(default_factory=dict)
+    labels: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    relevance_level: int = 1
+    notes: tuple[str, ...] = ()
+    language: str = "en"
 
     def split(self, name: str) -> Split:
         if name not in self.splits:
@@ -131,6 +143,10 @@ class Dataset:
             for qid in sorted(split.qrels):
                 for item, grade in sorted(split.qrels[qid].items()):
                     _feed(digest, "J", qid, item, str(grade))
+        for qid in sorted(self.labels):
+            labels = self.labels[qid]
+            _feed(digest, "L", qid, str(len(labels)), *labels)
+        _feed(digest, "R", str(self.relevance_level), self.language)
         return digest.hexdigest()[:16]
 
 

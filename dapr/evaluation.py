@@ -67,22 +67,28 @@ class Evaluation:
     means: dict[str, float]
 
 
-def evaluate(run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRICS) -> Evaluation:
+def evaluate(
+    run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRICS, relevance_level: int = 1
+) -> Evaluation:
     """Score a run against graded qrels.
 
-    Every query with at least one relevant judgement (grade >= 1) counts; one the run does not
-    answer scores 0. ``MRR@k`` is the reciprocal rank of the first relevant item within the top
-    ``k`` (0 beyond), ranks ordered as trec_eval orders them: score, then item id, descending.
+    Every query with at least one relevant judgement (grade >= ``relevance_level``) counts; one
+    the run does not answer scores 0. Binary metrics (recall, precision, MRR, MAP) count grades
+    from ``relevance_level`` up as relevant; nDCG uses the grades themselves. ``MRR@k`` is the
+    reciprocal rank of the first relevant item within the top ``k`` (0 beyond), ranks ordered as
+    trec_eval orders them: score, then item id, descending.
     """
     import pytrec_eval
 
     parsed = [parse_metric(m) for m in metrics]
-    judged = {q: dict(j) for q, j in qrels.items() if any(g >= 1 for g in j.values())}
+    judged = {q: dict(j) for q, j in qrels.items() if any(g >= relevance_level for g in j.values())}
     results = run.to_dict()
     scores: dict[str, dict[str, float]] = {m.name: dict.fromkeys(judged, 0.0) for m in parsed}
     for cutoff, group in _by_run_depth(parsed).items():
         ranked = results if cutoff is None else _truncate(results, cutoff)
-        evaluator = pytrec_eval.RelevanceEvaluator(judged, {m.request for m in group})
+        evaluator = pytrec_eval.RelevanceEvaluator(
+            judged, {m.request for m in group}, relevance_level=relevance_level
+        )
         for qid, values in evaluator.evaluate(ranked).items():
             for m in group:
                 scores[m.name][qid] = values[m.key]

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dapr.adapters import Adapter
 from dapr.data import Corpus, Dataset, Document, Passage, Qrels, Queries, Split
 from dapr.errors import DataError
 from dapr.paths import home
@@ -358,15 +359,29 @@ def build(path: Path | None = None) -> Dataset:
     return Dataset(NAME, Corpus(documents), splits)
 
 
-def cache_dir() -> Path:
-    return home() / "datasets" / f"{NAME}-{VERSION}"
+class WikiSample(Adapter):
+    """Built from gensim's export into the cache at first use, then read from the cache."""
+
+    name = NAME
+    origin = "about 100 Wikipedia articles from gensim's test data (CC BY-SA), built locally"
+
+    @property
+    def prepared(self) -> Path:
+        return home() / "datasets" / f"{NAME}-{VERSION}"
+
+    def load(self, **options: object) -> Dataset:
+        from dapr.io import read_dataset, write_dataset
+
+        if options:
+            raise DataError(f"dataset {NAME!r} takes no options ({', '.join(options)})")
+        if not self.cached():
+            write_dataset(build(), self.prepared)
+        return read_dataset(self.prepared, name=NAME)
+
+    def build(self, source: Path, **options: object) -> Dataset:
+        """``source``: a MediaWiki export (``.xml.bz2``), or a directory holding gensim's one."""
+        source = Path(source)
+        return build(source if source.is_file() else source / Path(SOURCE).name)
 
 
-def load() -> Dataset:
-    """The ``wiki-sample`` dataset, built into the cache at first use, then read from it."""
-    from dapr.io import read_dataset, write_dataset
-
-    target = cache_dir()
-    if not target.exists():
-        write_dataset(build(), target)
-    return read_dataset(target, name=NAME)
+adapter = WikiSample()

@@ -64,7 +64,7 @@ BAD = [
     (
         GOOD.replace("dataset: wiki-sample", "dataset: wiki-smaple"),
         "dataset: 'wiki-smaple' is neither a registered dataset nor a directory; "
-        "choose from: wiki-sample, or give a dataset directory",
+        "choose from: ConditionalQA, DuReader-retrieval,",
     ),
     ("retrievers: {}\n", "missing key 'dataset'"),
 ]

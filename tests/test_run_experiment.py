@@ -11,7 +11,7 @@ from dapr.evaluation import evaluate
 from dapr.io import read_trec_run, write_dataset
 from dapr.retrievers.bm25 import BM25
 from dapr.retrievers.dense import Dense
-from data_loaders.wiki_sample import load
+from data_loaders.wiki_sample import adapter as wiki_sample
 
 EXPERIMENT = Path(__file__).resolve().parents[1] / "experiments" / "rank_fusion.yaml"
 SYSTEMS = ["bm25-passage", "dense-passage", "bm25-document", "bm25-document+dense-passage"]
@@ -20,7 +20,7 @@ SYSTEMS = ["bm25-passage", "dense-passage", "bm25-document", "bm25-document+dens
 @pytest.fixture(scope="module")
 def wiki_slice(tmp_path_factory) -> tuple[Path, Split]:
     """The 12 shortest articles of wiki-sample and the test queries judged inside them."""
-    wiki = load()
+    wiki = wiki_sample.load()
     documents = sorted(wiki.corpus, key=lambda d: len(d.passages))[:12]
     inside = {p.id for d in documents for p in d.passages}
     test = wiki.split("test")

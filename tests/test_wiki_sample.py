@@ -298,13 +298,13 @@ def test_load_caches_and_never_leaves_a_broken_cache(small_export, tmp_path, mon
     with monkeypatch.context() as m:
         m.setattr(ws, "article_to_document", interrupted)
         with pytest.raises(KeyboardInterrupt):
-            ws.load()
-    assert not ws.cache_dir().exists()
-    built = ws.load()
-    assert ws.cache_dir() == tmp_path / "home" / "datasets" / "wiki-sample-v1"
-    assert ws.cache_dir().is_dir()
+            ws.adapter.load()
+    assert not ws.adapter.prepared.exists()
+    built = ws.adapter.load()
+    assert ws.adapter.prepared == tmp_path / "home" / "datasets" / "wiki-sample-v1"
+    assert ws.adapter.prepared.is_dir()
     monkeypatch.setattr(ws, "build", interrupted)
-    assert ws.load().fingerprint == built.fingerprint
+    assert ws.adapter.load().fingerprint == built.fingerprint
 
 
 def test_missing_gensim_names_the_extra(monkeypatch):
@@ -333,7 +333,7 @@ def real(tmp_path_factory):
         m.setenv("DAPR_HOME", str(home))
         m.setattr(ws, "build", lambda: built.append(original_build()) or built[-1])
         start = time.perf_counter()
-        dataset = ws.load()
+        dataset = ws.adapter.load()
         seconds = time.perf_counter() - start
     return SimpleNamespace(dataset=dataset, built=built[0], seconds=seconds, home=home)
 
@@ -382,7 +382,7 @@ def test_real_cache_round_trips_and_is_read_without_parsing(real, monkeypatch):
     monkeypatch.setattr(ws, "build", no_parsing)
     monkeypatch.setattr(ws, "_parse", no_parsing)
     start = time.perf_counter()
-    again = ws.load()
+    again = ws.adapter.load()
     cached_seconds = time.perf_counter() - start
     assert again.fingerprint == real.dataset.fingerprint
     assert cached_seconds < real.seconds

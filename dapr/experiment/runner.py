@@ -61,7 +61,9 @@ class Runner:
         document_qrels = _document_qrels(dataset, split.qrels)
         for system, run in outcome.runs.items():
             qrels = document_qrels if outcome.levels[system] == "document" else split.qrels
-            outcome.evaluations[system] = evaluate(run, qrels, exp.metrics)
+            outcome.evaluations[system] = evaluate(
+                run, qrels, exp.metrics, relevance_level=dataset.relevance_level
+            )
         return outcome
 
     def _retrieve(

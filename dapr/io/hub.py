@@ -5,6 +5,8 @@ One directory per dataset, ``{ext}`` being ``jsonl`` or ``parquet``::
     corpus.{ext}            _id, text, title, doc_id, paragraph_no, total_paragraphs, is_candidate
     queries/{split}.{ext}   _id, text
     qrels/{split}.{ext}     query_id, corpus_id, score
+    labels.{ext}            query_id, label              (optional: query categories)
+    meta.json               {"relevance_level": 1, "notes": [...], "language": "en"} (optional)
 
 Corpus rows are passages; the rows of a document are contiguous and ``paragraph_no`` counts
 0, 1, 2, ... inside it.
@@ -12,6 +14,7 @@ Corpus rows are passages; the rows of a document are contiguous and ``paragraph_
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -23,10 +26,11 @@ import pyarrow as pa
 
 from dapr.data import SPLITS, Corpus, Dataset, Document, Passage, Qrels, Queries, Split
 from dapr.errors import DataError
-from dapr.io.files import atomic_directory, dir_name
+from dapr.io.files import atomic_directory, dir_name, write_bytes_atomic
 from dapr.io.rows import (
     add_query,
     as_grade,
+    check_type,
     judge,
     optional_field,
     parquet_columns,
@@ -54,12 +58,15 @@ QUERIES_SCHEMA = pa.schema([("_id", pa.string()), ("text", pa.string())])
 QRELS_SCHEMA = pa.schema(
     [("query_id", pa.string()), ("corpus_id", pa.string()), ("score", pa.int64())]
 )
+LABELS_SCHEMA = pa.schema([("query_id", pa.string()), ("label", pa.string())])
+META_FILE = "meta.json"
 
 ALL_SPLITS = "all"
 """Name of the published hub data's qrels file that unites every split."""
 CORPUS_NEEDS = "every corpus row needs _id, text, title, doc_id, paragraph_no"
 _QUERIES_NEEDS = "every query row needs _id and text"
 _QRELS_NEEDS = "every qrels row needs query_id, corpus_id and an integer score"
+_LABELS_NEEDS = "every labels row needs query_id and label"
 
 
 # --------------------------------------------------------------------------- read
@@ -78,7 +85,41 @@ def read_hub(path: Path, ext: str, name: str | None = None) -> Dataset:
         qrels = _read_hub_qrels(qrels_file) if qrels_file.is_file() else {}
         splits[split] = Split(queries, qrels)
     corpus = Corpus(partial(_hub_documents, corpus_files))
-    return Dataset(name or dir_name(path), corpus, splits)
+    labels_file = path / f"labels.{ext}"
+    labels = _read_labels(labels_file) if labels_file.is_file() else {}
+    level, notes, language = _read_meta(path / META_FILE)
+    return Dataset(name or dir_name(path), corpus, splits, labels, level, notes, language)
+
+
+def _read_labels(path: Path) -> dict[str, tuple[str, ...]]:
+    labels: dict[str, list[str]] = {}
+    for n, row in table_rows(path):
+        at = row_location(path, n)
+        qid = required_field(row, "query_id", str, at, _LABELS_NEEDS)
+        label = required_field(row, "label", str, at, _LABELS_NEEDS)
+        if label not in labels.setdefault(qid, []):
+            labels[qid].append(label)
+    return {qid: tuple(found) for qid, found in labels.items()}
+
+
+def _read_meta(path: Path) -> tuple[int, tuple[str, ...], str]:
+    """``relevance_level``, ``notes`` and ``language`` from ``meta.json`` (defaults without)."""
+    if not path.is_file():
+        return 1, (), "en"
+    needs = (
+        'meta.json holds {"relevance_level": <integer>, "notes": [<string>, ...], '
+        '"language": <code>}'
+    )
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DataError(f"{path}: not valid JSON ({e}); {needs}") from None
+    check_type(meta, dict, str(path), "meta.json", needs)
+    level = optional_field(meta, "relevance_level", int, str(path), needs, 1)
+    notes = optional_field(meta, "notes", list, str(path), needs, [])
+    language = optional_field(meta, "language", str, str(path), needs, "en")
+    notes = tuple(check_type(note, str, str(path), "notes", needs) for note in notes)
+    return level, notes, language
 
 
 def _corpus_files(path: Path, ext: str) -> list[Path]:
@@ -229,6 +270,20 @@ def _write_hub(dataset: Dataset, root: Path, ext: str) -> None:
         queries = ({"_id": qid, "text": text} for qid, text in split.queries.items())
         write_table(root / "queries" / f"{name}.{ext}", queries, QUERIES_SCHEMA)
         write_table(root / "qrels" / f"{name}.{ext}", _qrels_rows(split.qrels), QRELS_SCHEMA)
+    if dataset.labels:
+        rows = (
+            {"query_id": qid, "label": label}
+            for qid, labels in dataset.labels.items()
+            for label in labels
+        )
+        write_table(root / f"labels.{ext}", rows, LABELS_SCHEMA)
+    if dataset.relevance_level != 1 or dataset.notes or dataset.language != "en":
+        meta = {
+            "relevance_level": dataset.relevance_level,
+            "notes": list(dataset.notes),
+            "language": dataset.language,
+        }
+        write_bytes_atomic(root / META_FILE, [json.dumps(meta, indent=1).encode() + b"\n"])
 
 
 def _corpus_rows(corpus: Corpus) -> Iterator[dict[str, Any]]:
