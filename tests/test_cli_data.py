@@ -20,7 +20,7 @@ def test_stats_json_matches_the_dataset(nq, capsys):
     assert stats["documents"] == len(documents)
     assert stats["passages"] == len(passages)
     words = sum(len(p.text.split()) for p in passages) / len(passages)
-    assert stats["mean_passage_words"] == pytest.approx(words, abs=0.01)
+    assert stats["passage_length"]["mean"] == pytest.approx(words, abs=0.01)
     for name, split in dataset.splits.items():
         assert stats["splits"][name]["queries"] == len(split.queries)
         assert stats["splits"][name]["judgements"] == sum(map(len, split.qrels.values()))
@@ -29,7 +29,7 @@ def test_stats_json_matches_the_dataset(nq, capsys):
 def test_stats_text(nq, capsys):
     assert main(["data", "stats", str(nq)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("dataset            NaturalQuestions\n")
+    assert out.startswith("dataset            NaturalQuestions (en)\n")
     assert "passages/document" in out and "test " in out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -71,13 +72,14 @@ class Runner:
     ) -> Run:
         dataset = outcome.dataset
         factory = registry.retrievers.get(spec.name)
+        args = _with_language(factory, spec.args, dataset.language)
         contextualizer = (
             registry.contextualizers.get(spec.contextualizer)() if spec.contextualizer else None
         )
         index_key = content_key(
             spec.name,
             getattr(factory, "version", "0"),
-            spec.args,
+            args,
             spec.level,
             spec.contextualizer,
             getattr(contextualizer, "version", None),
@@ -89,7 +91,7 @@ class Runner:
             outcome.steps.append(Step("search", system, "cached", 0.0))
             return Run.load(self.cache.path("runs", run_key) / "run.npz")
 
-        retriever = factory(**spec.args)
+        retriever = factory(**args)
         started = time.perf_counter()
         if self.cache.has("indexes", index_key):
             status = "cached"
@@ -130,6 +132,18 @@ class Runner:
             fused.save(entry / "run.npz")
         outcome.steps.append(Step("fuse", system, "computed", time.perf_counter() - started))
         return fused
+
+
+def _with_language(factory: object, args: dict, language: str) -> dict:
+    """``args`` plus the dataset's language, for a retriever that takes ``language`` (its
+    tokenizer depends on it) and was not given one; English, the default, is left implicit."""
+    if language == "en" or "language" in args:
+        return args
+    try:
+        takes = "language" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        takes = False
+    return {**args, "language": language} if takes else args
 
 
 def doc_codes(dataset: Dataset, passage_run: Run, document_run: Run) -> np.ndarray:
