@@ -143,8 +143,10 @@ def _build(args: argparse.Namespace) -> int:
     if not args.source.is_dir():
         raise DaprError(f"{args.source}: not a directory; give --source the raw files' directory")
     adapter.require(args.source, download=args.download)
-    out = args.out or adapter.prepared
-    write_dataset(adapter.build(args.source, **options), out, format=args.format)
+    dataset = adapter.build(args.source, **options)
+    # a variant (e.g. a subset) gets its own copy beside the adapter's, under its own name
+    out = args.out or adapter.prepared.with_name(dataset.name)
+    write_dataset(dataset, out, format=args.format)
     print(f"built {args.name} from {args.source} into {out}")
     return 0
 

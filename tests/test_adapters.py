@@ -408,3 +408,28 @@ def test_the_dataset_language_reaches_retrievers_that_take_one():
     assert _with_language(Takes, {"language": "en"}, "zh") == {"language": "en"}
     assert _with_language(Takes, {}, "en") == {}
     assert _with_language(Ignores, {"k1": 1.0}, "zh") == {"k1": 1.0}
+
+
+def test_load_downloads_once_into_the_prepared_copy(snapshot, tmp_path, monkeypatch):
+    from dapr import published
+
+    monkeypatch.setenv("DAPR_HOME", str(tmp_path / "home"))
+    asked: list[list[str]] = []
+
+    def fake_download(patterns, repo, dataset):  # what snapshot_download leaves on disk
+        asked.append(patterns)
+        return snapshot
+
+    monkeypatch.setattr(published, "_download", fake_download)
+
+    class Toy(Adapter):
+        name = "Toy"
+        origin = "test"
+        hub_repo = "UKPLab/dapr"
+
+    first = Toy().load()
+    assert ["Toy/corpus/*.parquet"] in asked and ["Toy/keyphrases/*.parquet"] in asked
+    assert first.split("dev").qrels == {"q1": {"d1-1": 1}}
+    count = len(asked)
+    assert Toy().load().fingerprint == first.fingerprint
+    assert len(asked) == count

@@ -1,0 +1,186 @@
+"""A SQuAD-format JSON file, brought by the user (https://rajpurkar.github.io/SQuAD-explorer/).
+
+Input: ``{"data": [{"title", "paragraphs": [{"context", "qas": [{"id", "question",
+"answers"}]}]}]}``, the format of SQuAD 1.1 and 2.0, XQuAD, MLQA and many others.
+
+Construction:
+
+* document: an article. Its id is the article's title with every whitespace run turned into
+  ``_`` (SQuAD titles such as ``Super_Bowl_50`` stay as they are); two articles giving the same
+  id are an error. Its title is the article's title with ``_`` read as a space (SQuAD titles
+  are Wikipedia page names: ``Super Bowl 50``), so that retrievers see its words;
+* passage: a paragraph's ``context``, ids ``{doc_id}-{position}`` in article order; paragraphs
+  without questions stay as passages;
+* query: a question (its ``id``, its text stripped); relevant (grade 1): the paragraph holding it.
+  SQuAD 2.0 questions marked ``is_impossible`` have no answer in their paragraph and are
+  skipped, as are questions with an empty text and articles without paragraphs; the notes count
+  them;
+* splits: every question in ``test``. Option ``dev_share`` (0 to 1, default 0) moves the
+  questions whose SHA-256 of the id falls below that share of the hash range into ``dev``:
+  stable across runs and machines, and a question's split never depends on the others. Option
+  ``language`` (ISO 639-1 code, default ``en``) for non-English files such as XQuAD's.
+
+Licence: that of the data the user brings (SQuAD and XQuAD: CC BY-SA 4.0).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import numbers
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dapr.data import Corpus, Dataset, Document, Passage, Split
+from dapr.errors import DataError
+from dapr.io.rows import check_type, optional_field, required_field
+from data_loaders.beir import OwnDataAdapter, check_options, id_of, language_option
+
+NAME = "squad"
+_NEEDS = "SQuAD JSON holds data: [{title, paragraphs: [{context, qas: [{id, question, answers}]}]}]"
+
+
+def split_of(query_id: str, dev_share: float) -> str:
+    """``dev`` or ``test``: ``dev`` when the id's SHA-256 falls in the first ``dev_share``."""
+    digest = hashlib.sha256(query_id.encode()).digest()
+    return "dev" if int.from_bytes(digest[:8], "big") < dev_share * 2**64 else "test"
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """The parsed file, or a one-line :class:`DataError` saying why not."""
+    if path.is_dir():
+        raise DataError(f"{path}: is a directory; give the SQuAD-format JSON file itself")
+    try:
+        with path.open(encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file; check the path") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not UTF-8 text; save the file as UTF-8") from None
+    except json.JSONDecodeError as e:
+        raise DataError(
+            f"{path}:{e.lineno}: invalid JSON ({e.msg} at column {e.colno}); {_NEEDS}"
+        ) from None
+    return check_type(data, dict, str(path), "top level", _NEEDS)
+
+
+@dataclass
+class Reader:
+    """Reads articles one by one, collecting the splits and checking ids across the file."""
+
+    dev_share: float
+    splits: dict[str, Split] = field(init=False)
+    doc_at: dict[str, str] = field(default_factory=dict)
+    query_at: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, int] = field(
+        default_factory=lambda: {"impossible": 0, "empty": 0, "articles": 0}
+    )
+
+    def __post_init__(self) -> None:
+        names = ("dev", "test") if self.dev_share > 0 else ("test",)
+        self.splits = {name: Split({}, {}) for name in names}
+
+    def article(self, article: object, at: str) -> Document | None:
+        """The article's document (None without paragraphs); its questions go to the splits."""
+        check_type(article, dict, at, "article", _NEEDS)
+        title = required_field(article, "title", str, at, _NEEDS)
+        doc_id = id_of(title)
+        if not doc_id:
+            raise DataError(f"{at}: field 'title' is empty; give every article a title")
+        if self.doc_at.setdefault(doc_id, at) != at:
+            raise DataError(
+                f"{at}: title {title!r} gives doc id {doc_id!r}, as {self.doc_at[doc_id]} does; "
+                "merge the two articles or give them distinct titles"
+            )
+        paragraphs = required_field(article, "paragraphs", list, at, _NEEDS)
+        if not paragraphs:
+            self.skipped["articles"] += 1
+            return None
+        passages = []
+        for p, paragraph in enumerate(paragraphs):
+            where = f"{at}.paragraphs[{p}]"
+            check_type(paragraph, dict, where, "paragraph", _NEEDS)
+            text = required_field(paragraph, "context", str, where, _NEEDS)
+            passages.append(Passage(f"{doc_id}-{p}", doc_id, p, text))
+            for q, qa in enumerate(required_field(paragraph, "qas", list, where, _NEEDS)):
+                self.question(qa, f"{where}.qas[{q}]", passages[-1].id)
+        return Document(doc_id, " ".join(title.replace("_", " ").split()), tuple(passages))
+
+    def question(self, qa: object, at: str, passage_id: str) -> None:
+        """Add a question judging ``passage_id``, unless it is unanswerable or empty."""
+        check_type(qa, dict, at, "question", _NEEDS)
+        qid = required_field(qa, "id", str, at, _NEEDS)
+        text = required_field(qa, "question", str, at, _NEEDS).strip()
+        if not qid.strip():
+            raise DataError(f"{at}: field 'id' is empty; give every question an id")
+        if self.query_at.setdefault(qid, at) != at:
+            raise DataError(
+                f"{at}: field 'id' {qid!r} repeats {self.query_at[qid]}; "
+                "give every question a unique id"
+            )
+        if optional_field(qa, "is_impossible", bool, at, _NEEDS, False):
+            self.skipped["impossible"] += 1
+        elif not text:
+            self.skipped["empty"] += 1
+        else:
+            split = self.splits[split_of(qid, self.dev_share)]
+            split.queries[qid] = text
+            split.qrels[qid] = {passage_id: 1}
+
+
+def build(path: Path, dev_share: float = 0.0, language: str = "en") -> Dataset:
+    """The dataset of a SQuAD-format file (see the module docstring)."""
+    path = Path(path)
+    articles = required_field(read_json(path), "data", list, str(path), _NEEDS)
+    reader = Reader(dev_share)
+    documents = [reader.article(art, f"{path}: data[{a}]") for a, art in enumerate(articles)]
+    return Dataset(
+        NAME,
+        Corpus([d for d in documents if d is not None]),
+        reader.splits,
+        notes=_notes(reader.skipped),
+        language=language,
+    )
+
+
+def _notes(skipped: dict[str, int]) -> tuple[str, ...]:
+    notes = [
+        "documents are the articles, passages their paragraphs; each question judges the "
+        "paragraph holding it (grade 1)"
+    ]
+    if skipped["impossible"]:
+        notes.append(f"{skipped['impossible']} unanswerable (is_impossible) questions skipped")
+    if skipped["empty"]:
+        notes.append(f"{skipped['empty']} questions with an empty text skipped")
+    if skipped["articles"]:
+        notes.append(f"{skipped['articles']} articles without paragraphs skipped")
+    return tuple(notes)
+
+
+def dev_share_option(options: dict[str, Any]) -> float:
+    value = options.get("dev_share", 0.0)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value <= 1:
+        raise DataError(
+            f"dataset {NAME!r}: option 'dev_share' must be a number from 0 to 1, got {value!r}"
+        )
+    return float(value)
+
+
+class Squad(OwnDataAdapter):
+    name = NAME
+    origin = (
+        "your own SQuAD-format JSON file (articles -> paragraphs -> questions, as "
+        "https://rajpurkar.github.io/SQuAD-explorer/ publishes): give its path"
+    )
+    path_help = "a SQuAD-format JSON file"
+    options = ("dev_share", "language")
+
+    def build(self, source: Path, **options: Any) -> Dataset:
+        """``source``: the JSON file. Options: dev_share (0 to 1), language."""
+        self.require(source)
+        check_options(NAME, options, self.options)
+        return build(Path(source), dev_share_option(options), language_option(NAME, options))
+
+
+adapter = Squad()
