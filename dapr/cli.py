@@ -129,7 +129,7 @@ def _list(args: argparse.Namespace) -> int:
         else:
             rows.append((name, "?", "a loader function"))
     width = max(len(name) for name, _, _ in rows)
-    for name, state, origin in rows:
+    for name, state, origin in [("dataset", "cached", "source"), *rows]:
         print(f"{name:<{width}}  {state:<6}  {origin}")
     return 0
 
@@ -140,8 +140,8 @@ def _build(args: argparse.Namespace) -> int:
 
     adapter = adapter_of(args.name)
     options = _options(args.options)
-    if not args.source.is_dir():
-        raise DaprError(f"{args.source}: not a directory; give --source the raw files' directory")
+    if not args.source.exists():
+        raise DaprError(f"{args.source}: no such file or directory; give --source the raw files")
     adapter.require(args.source, download=args.download)
     dataset = adapter.build(args.source, **options)
     # a variant (e.g. a subset) gets its own copy beside the adapter's, under its own name

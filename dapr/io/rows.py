@@ -6,8 +6,10 @@ Rows come numbered (lines from 1, blank ones skipped; parquet rows from 1) so th
 
 from __future__ import annotations
 
+import gzip
 import json
 import numbers
+import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,10 +39,12 @@ _KINDS = {
 # --------------------------------------------------------------------------- row sources
 
 
-def text_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Numbered non-blank lines of a UTF-8 text file."""
+def text_lines(path: Path, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
+    """Numbered non-blank lines of a text file, gzip-compressed when its name ends in ``.gz``."""
+    path = Path(path)
     try:
-        handle = path.open(encoding="utf-8")
+        opener = gzip.open if path.suffix == ".gz" else open
+        handle = opener(path, "rt", encoding=encoding)  # noqa: SIM115 (closed below)
     except FileNotFoundError:
         raise DataError(f"{path}: no such file; check the path") from None
     with handle:
@@ -50,11 +54,17 @@ def text_lines(path: Path) -> Iterator[tuple[int, str]]:
                 if line and not line.isspace():
                     yield n, line
         except UnicodeDecodeError:
-            raise DataError(f"{path}:{n + 1}: not UTF-8 text; save the file as UTF-8") from None
+            raise DataError(
+                f"{path}:{n + 1}: not {encoding.upper()} text; save the file as {encoding.upper()}"
+            ) from None
+        except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+            raise DataError(
+                f"{path}: not a complete gzip file ({e}); download it again or decompress it"
+            ) from None
 
 
 def jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Numbered JSON objects, one per non-blank line."""
+    """Numbered JSON objects, one per non-blank line (``*.gz`` too)."""
     for n, line in text_lines(path):
         try:
             row = json.loads(line)
