@@ -616,3 +616,17 @@ def test_missing_trec_file(tmp_path: Path) -> None:
     with pytest.raises(DataError) as error:
         read_trec_run(tmp_path / "nope.trec")
     assert_one_line(error, "nope.trec", "no such file")
+
+
+def test_gzip_rows_read_like_plain_ones_and_truncation_is_named(tmp_path):
+    import gzip
+
+    from dapr.io.rows import jsonl_rows
+
+    plain = b'{"a": 1}\n\n{"b": 2}\n'
+    (tmp_path / "r.jsonl").write_bytes(plain)
+    (tmp_path / "r.jsonl.gz").write_bytes(gzip.compress(plain))
+    assert list(jsonl_rows(tmp_path / "r.jsonl.gz")) == list(jsonl_rows(tmp_path / "r.jsonl"))
+    (tmp_path / "cut.jsonl.gz").write_bytes(gzip.compress(plain)[:-6])
+    with pytest.raises(DataError, match=r"cut.jsonl.gz: not a complete gzip file"):
+        list(jsonl_rows(tmp_path / "cut.jsonl.gz"))
