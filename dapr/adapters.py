@@ -5,13 +5,29 @@ An adapter is registered under the entry-point group ``dapr.datasets``. Calling 
 ``$DAPR_HOME/datasets/<name>`` when there is one, else, for the DAPR benchmark's datasets, from
 the published hub dataset ``UKPLab/dapr`` (downloaded once into that prepared copy). Building
 from raw files (``dapr data build NAME --source DIR``) writes the same prepared copy.
+
+Build options are declared once, as the keyword-only parameters of :meth:`Adapter.build`, with
+defaults and type annotations::
+
+    def build(self, source: Path, *, tagged: bool = False) -> Dataset: ...
+
+:meth:`Adapter.check_options` checks given options against them (names, and values against the
+annotations: ``bool``, ``int``, ``float``, ``str``, ``Path``, ``Literal[...]`` and unions such
+as ``X | None``); ``dapr data build`` and :meth:`LocalAdapter.load` call it before
+:meth:`Adapter.build`, so a build checks only what a type cannot say (a share within [0, 1]),
+raising :meth:`Adapter.option_error` for a message of the same form. :class:`LocalAdapter` is
+the base of the adapters over the user's own files.
 """
 
 from __future__ import annotations
 
+import inspect
+import os
+import types
+import typing
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePath
+from typing import Any, Literal
 
 from dapr.data import Dataset
 from dapr.errors import DaprError, DataError
@@ -73,9 +89,67 @@ class Adapter:
             fetch_published(self.name, self.prepared, repo=self.hub_repo)
         return read_dataset(self.prepared, self.name)
 
-    def build(self, source: Path, **options: Any) -> Dataset:
-        """The dataset built from the raw files in ``source``."""
+    def build(self, source: Path) -> Dataset:
+        """The dataset built from the raw files in ``source``.
+
+        Subclasses declare their options as keyword-only parameters after ``source``, each with
+        a default and a type annotation (see the module docstring).
+        """
         raise DaprError(f"dataset {self.name!r} cannot be built from raw files; load it by name")
+
+    def options(self) -> dict[str, inspect.Parameter]:
+        """The build options: the keyword parameters of :meth:`build` after ``source``, by name,
+        in declaration order, their annotations resolved to types."""
+        build = self.build
+        hints = typing.get_type_hints(inspect.unwrap(getattr(build, "__func__", build)))
+        found = {}
+        for i, param in enumerate(inspect.signature(build).parameters.values()):
+            if param.kind is param.KEYWORD_ONLY or (
+                param.kind is param.POSITIONAL_OR_KEYWORD and i > 0
+            ):
+                annotation = hints.get(param.name, param.annotation)
+                found[param.name] = param.replace(annotation=annotation)
+        return found
+
+    def check_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """``options`` checked against :meth:`options`, ready for :meth:`build`.
+
+        Raises a one-line :class:`DataError` for an unknown option, a missing one that has no
+        default, or a value that does not fit the annotation. Values come back converted where
+        the annotation says so: a path as :class:`~pathlib.Path`, an integer for a float as
+        a float. A ``**kwargs`` parameter of :meth:`build` lets unknown options through.
+        """
+        declared = self.options()
+        params = inspect.signature(self.build).parameters.values()
+        open_ended = any(p.kind is p.VAR_KEYWORD for p in params)
+        checked = {}
+        for key, value in options.items():
+            param = declared.get(key)
+            if param is None:
+                if open_ended:
+                    checked[key] = value
+                    continue
+                valid = f"valid options: {', '.join(declared)}" if declared else None
+                raise DataError(
+                    f"dataset {self.name!r}: unknown option {key!r}; "
+                    f"{valid or 'it takes no options'}"
+                )
+            converted = _convert(value, param.annotation)
+            if converted is _MISMATCH:
+                raise self.option_error(key, _kind(param.annotation), value)
+            checked[key] = converted
+        for key, param in declared.items():
+            if key not in checked and param.default is param.empty:
+                raise DataError(
+                    f"dataset {self.name!r}: option {key!r} is required; give {key}=VALUE"
+                )
+        return checked
+
+    def option_error(self, key: str, kind: str, value: Any) -> DataError:
+        """The one-line error for option ``key``: it must be ``kind`` and is ``value``."""
+        from dapr.io.rows import show
+
+        return DataError(f"dataset {self.name!r}: option {key!r} must be {kind}, got {show(value)}")
 
     def require(self, source: Path, download: bool = False) -> None:
         """Check that every raw file is in ``source``; download the missing ones if asked."""
@@ -95,6 +169,46 @@ class Adapter:
             raise DataError(f"{target}: missing raw file of {self.name}; {fix}")
 
 
+class LocalAdapter(Adapter):
+    """An adapter over the user's own files: ``load(path=..., **options)`` builds from them.
+
+    Every load with a ``path`` builds anew, its options checked as ``dapr data build`` checks
+    them. Without ``path`` it reads the prepared copy that ``dapr data build NAME --source PATH``
+    wrote, or fails with one line saying how to give the path.
+    """
+
+    hub_repo = None
+    path_help = ""
+    """What ``path`` must name, for the error message."""
+
+    def load(self, path: str | Path | None = None, **options: Any) -> Dataset:
+        from dapr.io import read_dataset
+        from dapr.io.rows import show
+
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            raise DaprError(
+                f"dataset {self.name!r}: path must be a file system path, got {show(path)}"
+            )
+        options = self.check_options(options)
+        if path is None or str(path) == "":
+            if self.cached() and not options:
+                return read_dataset(self.prepared, self.name)
+            raise DaprError(
+                f"dataset {self.name!r} reads your own data: give its path ({self.path_help}) "
+                f"as dataset_args: {{path: ...}} in the experiment file or "
+                f"load_dataset({self.name!r}, path=...) in Python, or build it once with "
+                f"`dapr data build {self.name} --source PATH`"
+            )
+        self.require(Path(path))
+        return self.build(Path(path), **options)
+
+    def language_code(self, language: str) -> str:
+        """Option ``language`` checked: an ISO 639-1 code such as ``en`` or ``zh``, lower-cased."""
+        if not (language.isascii() and language.isalpha() and 2 <= len(language) <= 3):
+            raise self.option_error("language", "an ISO 639-1 code such as en or zh", language)
+        return language.lower()
+
+
 def adapter_of(name: str) -> Adapter:
     """The registered adapter ``name``; plain loader functions are not adapters."""
     from dapr.registry import datasets
@@ -106,3 +220,58 @@ def adapter_of(name: str) -> Adapter:
             "it can be loaded by name but not built from raw files"
         )
     return found
+
+
+# --------------------------------------------------------------------------- option values
+
+_MISMATCH = object()
+"""What :func:`_convert` returns for a value that does not fit the annotation."""
+_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a text"}
+
+
+def _convert(value: Any, hint: Any) -> Any:
+    """``value`` as annotation ``hint`` wants it, or :data:`_MISMATCH`."""
+    origin = typing.get_origin(hint)
+    if hint is Any or hint is inspect.Parameter.empty:
+        return value
+    if origin is Literal:
+        choices = typing.get_args(hint)
+        fits = any(value == c and type(value) is type(c) for c in choices)
+        return value if fits else _MISMATCH
+    if origin is typing.Union or origin is types.UnionType:
+        for member in typing.get_args(hint):
+            converted = _convert(value, member)
+            if converted is not _MISMATCH:
+                return converted
+        return _MISMATCH
+    if hint is None or hint is type(None):
+        return None if value is None else _MISMATCH
+    if hint is bool:
+        return value if isinstance(value, bool) else _MISMATCH
+    if hint is int:  # a bool is no integer, though Python says it is
+        return value if isinstance(value, int) and not isinstance(value, bool) else _MISMATCH
+    if hint is float:  # an integer is a number
+        fits = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return float(value) if fits else _MISMATCH
+    if isinstance(hint, type) and issubclass(hint, PurePath):
+        if isinstance(value, os.PathLike) or (isinstance(value, str) and value):
+            return hint(value)
+        return _MISMATCH
+    if isinstance(origin or hint, type):  # str, list[str] (as list), any other class
+        return value if isinstance(value, origin or hint) else _MISMATCH
+    return value  # an annotation this check does not understand: not checked
+
+
+def _kind(hint: Any) -> str:
+    """What annotation ``hint`` asks for, in words: "an integer", "one of a, b"."""
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        return "one of " + ", ".join(str(c) for c in typing.get_args(hint))
+    if origin is typing.Union or origin is types.UnionType:
+        kinds = [_kind(m) for m in typing.get_args(hint) if m is not type(None)]
+        return " or ".join(dict.fromkeys(kinds)) or "none"
+    if isinstance(hint, type) and issubclass(hint, PurePath):
+        return "a path"
+    if hint in _KINDS:
+        return _KINDS[hint]
+    return f"of type {getattr(origin or hint, '__name__', hint)}"

@@ -139,7 +139,7 @@ def _build(args: argparse.Namespace) -> int:
     from dapr.io import write_dataset
 
     adapter = adapter_of(args.name)
-    options = _options(args.options)
+    options = adapter.check_options(_options(args.options))
     if not args.source.exists():
         raise DaprError(f"{args.source}: no such file or directory; give --source the raw files")
     adapter.require(args.source, download=args.download)

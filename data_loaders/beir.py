@@ -21,22 +21,21 @@ Construction:
 * splits: one per qrels file, named after it (``test.tsv`` -> ``test``); a split's queries are
   the queries its qrels judge; the score is the grade (a pair judged twice keeps the higher).
   Options ``relevance_level`` (lowest relevant grade, default 1) and ``language`` (ISO 639-1
-  code, default ``en``).
+  code, default ``en``); ``group_by`` is ``none`` (the default), ``title`` or a metadata field.
 
 Every line is checked; a missing file, a malformed row, a repeated id or a qrels row naming an
 unknown query or corpus entry raises a one-line :class:`DataError` naming file and line.
 
 Licence: that of the data the user brings (each BEIR dataset keeps its own).
 
-This module also holds :class:`OwnDataAdapter`, the base of the adapters that read the user's own
-files (``beir``, ``squad``, ``text-folder``), and their shared option checks.
+This module also holds the file readers the other adapters of the user's own data
+(``squad``, ``text-folder``) share.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-import os
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -44,9 +43,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from dapr.adapters import Adapter
+from dapr.adapters import LocalAdapter
 from dapr.data import SPLITS, Corpus, Dataset, Document, Passage, Qrels, Queries, Split
-from dapr.errors import DaprError, DataError
+from dapr.errors import DataError
 from dapr.io.rows import judge, optional_field, parse_number, required_field, show
 
 NAME = "beir"
@@ -57,75 +56,6 @@ _QRELS_NEEDS = "write query-id<TAB>corpus-id<TAB>score lines after the header"
 
 # --------------------------------------------------------------------------- shared with the
 # other adapters of the user's own data (squad, text-folder)
-
-
-class OwnDataAdapter(Adapter):
-    """An adapter over the user's own files: ``load(path=...)`` builds from them every time.
-
-    Without ``path`` it reads the prepared copy that ``dapr data build NAME --source PATH`` wrote,
-    or fails with one line saying how to give the path.
-    """
-
-    hub_repo = None
-    path_help = ""
-    """What ``path`` must name, for the error message."""
-
-    def load(self, path: str | Path | None = None, **options: Any) -> Dataset:
-        from dapr.io import read_dataset
-
-        if path is not None and not isinstance(path, (str, os.PathLike)):
-            raise DaprError(
-                f"dataset {self.name!r}: path must be a file system path, got {show(path)}"
-            )
-        if path is None or str(path) == "":
-            if self.cached() and not options:
-                return read_dataset(self.prepared, self.name)
-            raise DaprError(
-                f"dataset {self.name!r} reads your own data: give its path ({self.path_help}) "
-                f"as dataset_args: {{path: ...}} in the experiment file or "
-                f"load_dataset({self.name!r}, path=...) in Python, or build it once with "
-                f"`dapr data build {self.name} --source PATH`"
-            )
-        return self.build(Path(path), **options)
-
-
-def check_options(name: str, options: dict[str, Any], valid: tuple[str, ...]) -> None:
-    """A :class:`DataError` for the first option not in ``valid``."""
-    for key in options:
-        if key not in valid:
-            raise DataError(
-                f"dataset {name!r}: unknown option {key!r}; valid options: {', '.join(valid)}"
-            )
-
-
-def text_option(name: str, options: dict[str, Any], key: str, default: str | None) -> str | None:
-    """Option ``key`` as a non-empty string (``default`` when absent)."""
-    value = options.get(key, default)
-    if value is None:
-        return None
-    if isinstance(value, os.PathLike):
-        value = os.fspath(value)
-    if not isinstance(value, str) or not value:
-        raise DataError(f"dataset {name!r}: option {key!r} must be a non-empty text, got {value!r}")
-    return value
-
-
-def int_option(name: str, options: dict[str, Any], key: str, default: int) -> int:
-    value = options.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise DataError(f"dataset {name!r}: option {key!r} must be an integer, got {value!r}")
-    return value
-
-
-def language_option(name: str, options: dict[str, Any]) -> str:
-    """The ``language`` option: an ISO 639-1 code such as ``en`` or ``zh`` (default ``en``)."""
-    language = text_option(name, options, "language", "en")
-    if not (language.isascii() and language.isalpha() and 2 <= len(language) <= 3):
-        raise DataError(
-            f"dataset {name!r}: option 'language' must be an ISO 639-1 code such as en or zh, "
-            f"got {language!r}"
-        )
-    return language.lower()
 
 
 def id_of(key: str) -> str:
@@ -355,58 +285,52 @@ def is_integer(text: str) -> bool:
     return True
 
 
-def build(
-    folder: Path, group_by: str | None = None, relevance_level: int = 1, language: str = "en"
-) -> Dataset:
-    """The dataset of a BEIR folder (see the module docstring)."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise DataError(
-            f"{folder}: not a directory; give a BEIR folder (corpus.jsonl, queries.jsonl, "
-            "qrels/{split}.tsv)"
-        )
-    corpus_file = beir_file(folder, "corpus.jsonl")
-    queries_file = beir_file(folder, "queries.jsonl")
-    qrels_paths = qrels_files(folder)
-    if group_by is None:
-        ids = check_corpus(corpus_file)
-        corpus = Corpus(partial(ungrouped_documents, corpus_file))
-        notes = ("every corpus entry is its own document: BEIR has no document grouping",)
-    else:
-        documents, ids = grouped_documents(corpus_file, group_by)
-        corpus = Corpus(documents)
-        what = "title" if group_by == "title" else f"metadata field {group_by!r}"
-        notes = (f"documents group the corpus entries sharing a {what} (group_by={group_by})",)
-    queries = read_queries(queries_file)
-    splits = {}
-    for split, path in qrels_paths.items():
-        qrels = read_qrels(path, queries.__contains__, ids.__contains__)
-        splits[split] = Split({qid: queries[qid] for qid in qrels}, qrels)
-    return Dataset(
-        NAME, corpus, splits, relevance_level=relevance_level, notes=notes, language=language
-    )
-
-
-class Beir(OwnDataAdapter):
+class Beir(LocalAdapter):
     name = NAME
     origin = (
         "your own BEIR-format folder (corpus.jsonl, queries.jsonl, qrels/{split}.tsv; "
         "https://github.com/beir-cellar/beir): give its path"
     )
     path_help = "a BEIR folder (corpus.jsonl, queries.jsonl, qrels/{split}.tsv)"
-    options = ("group_by", "relevance_level", "language")
 
-    def build(self, source: Path, **options: Any) -> Dataset:
-        """``source``: the BEIR folder. Options: group_by (none, title or a metadata field),
-        relevance_level, language."""
-        self.require(source)
-        check_options(NAME, options, self.options)
-        group_by = text_option(NAME, options, "group_by", None)
-        return build(
-            Path(source),
-            group_by=None if group_by in (None, "none") else group_by,
-            relevance_level=int_option(NAME, options, "relevance_level", 1),
-            language=language_option(NAME, options),
+    def build(
+        self,
+        source: Path,
+        *,
+        group_by: str | None = None,
+        relevance_level: int = 1,
+        language: str = "en",
+    ) -> Dataset:
+        """The dataset of the BEIR folder ``source`` (see the module docstring)."""
+        if group_by is not None and not group_by.strip():
+            raise self.option_error("group_by", "none, title or a metadata field", group_by)
+        group_by = None if group_by == "none" else group_by
+        language = self.language_code(language)
+        folder = Path(source)
+        if not folder.is_dir():
+            raise DataError(
+                f"{folder}: not a directory; give a BEIR folder (corpus.jsonl, queries.jsonl, "
+                "qrels/{split}.tsv)"
+            )
+        corpus_file = beir_file(folder, "corpus.jsonl")
+        queries_file = beir_file(folder, "queries.jsonl")
+        qrels_paths = qrels_files(folder)
+        if group_by is None:
+            ids = check_corpus(corpus_file)
+            corpus = Corpus(partial(ungrouped_documents, corpus_file))
+            notes = ("every corpus entry is its own document: BEIR has no document grouping",)
+        else:
+            documents, ids = grouped_documents(corpus_file, group_by)
+            corpus = Corpus(documents)
+            what = "title" if group_by == "title" else f"metadata field {group_by!r}"
+            notes = (f"documents group the corpus entries sharing a {what} (group_by={group_by})",)
+        queries = read_queries(queries_file)
+        splits = {}
+        for split, path in qrels_paths.items():
+            qrels = read_qrels(path, queries.__contains__, ids.__contains__)
+            splits[split] = Split({qid: queries[qid] for qid in qrels}, qrels)
+        return Dataset(
+            NAME, corpus, splits, relevance_level=relevance_level, notes=notes, language=language
         )
 
 

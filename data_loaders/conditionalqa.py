@@ -46,7 +46,6 @@ SEED = 42
 
 HTML_TAG = re.compile(r"<.*?>")
 """An HTML tag (never across a line break), removed from every element unless ``tagged``."""
-OPTIONS = ("tagged",)
 _PAGE_NEEDS = "every page of documents.json needs url, title and contents (a list of strings)"
 _QUESTION_NEEDS = "every question needs id, url, scenario, question and evidences (strings)"
 
@@ -57,41 +56,26 @@ class ConditionalQAAdapter(Adapter):
     raw_files = tuple(RawFile(f, f"{BASE_URL}/{f}") for f in (DOCUMENTS, TRAIN, DEV))
     hub_repo = "UKPLab/dapr"
 
-    def build(self, source: Path, **options: Any) -> Dataset:
-        self.require(Path(source))
-        return build(Path(source), **options)
-
-
-def build(source: Path, **options: Any) -> Dataset:
-    """The dataset from ``documents.json``, ``train.json`` and ``dev.json`` in ``source``."""
-    tagged = _tagged_option(options)
-    pages = read_pages(source / DOCUMENTS)
-    by_url = {page.url: page for page in pages}  # a repeated url: the last page wins
-    train_queries, train_qrels = read_questions(source / TRAIN, by_url)
-    test_queries, test_qrels = read_questions(source / DEV, by_url)
-    dev_ids, train_ids = split_by_number(list(train_queries), len(test_queries))
-    documents = [page.document(tagged) for page in pages if page.contents]
-    return Dataset(
-        NAME,
-        Corpus(documents),
-        {
-            "train": _subset(train_ids, train_queries, train_qrels),
-            "dev": _subset(dev_ids, train_queries, train_qrels),
-            "test": Split(test_queries, test_qrels),
-        },
-    )
-
-
-def _tagged_option(options: dict[str, Any]) -> bool:
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise DataError(
-            f"{NAME}: unknown option(s) {', '.join(unknown)}; valid: {', '.join(OPTIONS)}"
+    def build(self, source: Path, *, tagged: bool = False) -> Dataset:
+        """The dataset from ``documents.json``, ``train.json`` and ``dev.json`` in ``source``;
+        ``tagged`` keeps the HTML elements verbatim."""
+        source = Path(source)
+        self.require(source)
+        pages = read_pages(source / DOCUMENTS)
+        by_url = {page.url: page for page in pages}  # a repeated url: the last page wins
+        train_queries, train_qrels = read_questions(source / TRAIN, by_url)
+        test_queries, test_qrels = read_questions(source / DEV, by_url)
+        dev_ids, train_ids = split_by_number(list(train_queries), len(test_queries))
+        documents = [page.document(tagged) for page in pages if page.contents]
+        return Dataset(
+            NAME,
+            Corpus(documents),
+            {
+                "train": _subset(train_ids, train_queries, train_qrels),
+                "dev": _subset(dev_ids, train_queries, train_qrels),
+                "test": Split(test_queries, test_qrels),
+            },
         )
-    tagged = options.get("tagged", False)
-    if not isinstance(tagged, bool):
-        raise DataError(f"{NAME}: option 'tagged' must be true or false, got {show(tagged)}")
-    return tagged
 
 
 # --------------------------------------------------------------------------- documents

@@ -47,7 +47,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 import numpy as np
 
@@ -79,6 +79,8 @@ class Subset:
     note: str
 
 
+SubsetName = Literal["main", "cmedqa", "ccovid"]
+"""Option ``subset``: a key of :data:`SUBSETS`."""
 SUBSETS: dict[str, Subset] = {
     "main": Subset(
         "",
@@ -241,8 +243,8 @@ class DuReaderRetrieval(Adapter):
     """The files needed depend on ``subset``; :meth:`build` checks them (see the module)."""
     hub_repo = None
 
-    def build(self, source: Path, **options: Any) -> Dataset:
-        subset = _subset_option(options)
+    def build(self, source: Path, *, subset: SubsetName = "main") -> Dataset:
+        """The dataset of ``subset`` from the release in ``source`` (see the module)."""
         spec = SUBSETS[subset]
         folder = Path(source) / spec.folder
         collection = folder / COLLECTION
@@ -280,21 +282,6 @@ class _IdRows:
     def __iter__(self) -> Iterator[tuple[str, str]]:
         for at, pid, _ in passage_rows(self.path):
             yield at, pid
-
-
-def _subset_option(options: dict[str, Any]) -> str:
-    unknown = sorted(set(options) - {"subset"})
-    if unknown:
-        raise DataError(
-            f"dataset {NAME!r}: unknown option {unknown[0]!r}; the only option is "
-            f"subset ({'|'.join(SUBSETS)})"
-        )
-    subset = options.get("subset", "main")
-    if not isinstance(subset, str) or subset not in SUBSETS:
-        raise DataError(
-            f"dataset {NAME!r}: option subset is {subset!r}; choose one of: {', '.join(SUBSETS)}"
-        )
-    return subset
 
 
 def _require(path: Path) -> None:

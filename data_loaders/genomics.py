@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from functools import partial
 from html import unescape
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Literal
 
 from dapr.adapters import Adapter, RawFile
 from dapr.data import Corpus, Dataset, Document, Passage, Qrels, Queries, Split
@@ -83,7 +83,8 @@ URLS = {
 }
 GRADES = {"NOT": 0, "POSSIBLY": 1, "DEFINITELY": 2, "NOT_RELEVANT": 0, "RELEVANT": 1}
 """Grade words of the 2006 raw relevance and the 2007 all-judgements files."""
-MATCHES = ("overlap", "exact")
+Match = Literal["overlap", "exact"]
+"""How judged passages are matched to legal spans (option ``match``)."""
 
 _TOPIC = re.compile(r"<(\d+)>(.*)")
 _PLACEHOLDER = re.compile(r"\[([A-Z][A-Z ]*)\]")
@@ -215,7 +216,7 @@ def legal_spans(path: Path) -> Iterator[tuple[str, list[Span]]]:
         yield pmid, spans
 
 
-def matching_spans(spans: list[Span], judged: Judgement, match: str) -> list[int]:
+def matching_spans(spans: list[Span], judged: Judgement, match: Match) -> list[int]:
     """Indexes of the legal spans a judged passage falls on."""
     end = judged.start + judged.length
     if match == "exact":
@@ -338,7 +339,7 @@ class _Matching:
     """Judgements that fall on no legal span, or on the title span only."""
 
 
-def match_judgements(legalspans: Path, judgements: list[Judgement], match: str) -> _Matching:
+def match_judgements(legalspans: Path, judgements: list[Judgement], match: Match) -> _Matching:
     """Graded passages -> legal span ids, reading the spans of judged PMIDs only."""
     by_pmid: dict[str, list[Judgement]] = {}
     for judged in judgements:
@@ -361,48 +362,6 @@ def match_judgements(legalspans: Path, judgements: list[Judgement], match: str) 
     return result
 
 
-def build(source: Path, match: str = "overlap") -> Dataset:
-    """The dataset from the raw files in ``source`` (see the module docstring)."""
-    source = Path(source)
-    queries: Queries = {}
-    judgements: list[Judgement] = []
-    for year in YEARS:
-        topics_path = source / TOPICS[year]
-        topics = read_topics(topics_path)
-        for qid in topics:
-            if qid in queries:
-                raise DataError(
-                    f"{topics_path}: topic {qid} is also a topic of an earlier year; "
-                    "TREC Genomics topic ids are unique across 2006 and 2007"
-                )
-        queries.update(topics)
-        judged_path = source / JUDGEMENTS[year]
-        for judged in read_judgements(judged_path):
-            if judged.grade <= 0:
-                continue
-            if judged.query_id not in topics:
-                raise DataError(
-                    f"{judged_path}: topic {judged.query_id} is judged but not in {topics_path}; "
-                    "use the topics and judgements of the same year"
-                )
-            judgements.append(judged)
-    matched = match_judgements(source / LEGALSPANS, judgements, match)
-    test = Split(
-        {qid: text for qid, text in queries.items() if qid in matched.qrels},
-        {qid: matched.qrels[qid] for qid in queries if qid in matched.qrels},
-    )
-    notes: tuple[str, ...] = ()
-    if matched.unknown_pmid or matched.no_span:
-        notes = (
-            f"of {len(judgements)} relevant judgements, {matched.unknown_pmid} name PMIDs "
-            f"missing from {LEGALSPANS} and {matched.no_span} match only the title span or no "
-            f"legal span ({match} matching); they were dropped, and with them "
-            f"{len(queries) - len(test.queries)} of {len(queries)} topics",
-        )
-    corpus = Corpus(partial(documents, source))
-    return Dataset(NAME, corpus, {"test": test}, relevance_level=1, notes=notes)
-
-
 class Genomics(Adapter):
     name = NAME
     origin = (
@@ -419,20 +378,47 @@ class Genomics(Adapter):
     )
     hub_repo = "UKPLab/dapr"
 
-    def build(self, source: Path, **options: Any) -> Dataset:
-        unknown = sorted(set(options) - {"match"})
-        if unknown:
-            raise DataError(
-                f"dataset {NAME!r} has no build option {', '.join(unknown)}; the only one is "
-                f"match ({' or '.join(MATCHES)})"
-            )
-        match = options.get("match", "overlap")
-        if match not in MATCHES:
-            raise DataError(
-                f"dataset {NAME!r}: match={match!r} is not valid; use {' or '.join(MATCHES)}"
-            )
+    def build(self, source: Path, *, match: Match = "overlap") -> Dataset:
+        """The dataset from the raw files in ``source`` (see the module docstring)."""
         self.require(source)
-        return build(source, match)
+        source = Path(source)
+        queries: Queries = {}
+        judgements: list[Judgement] = []
+        for year in YEARS:
+            topics_path = source / TOPICS[year]
+            topics = read_topics(topics_path)
+            for qid in topics:
+                if qid in queries:
+                    raise DataError(
+                        f"{topics_path}: topic {qid} is also a topic of an earlier year; "
+                        "TREC Genomics topic ids are unique across 2006 and 2007"
+                    )
+            queries.update(topics)
+            judged_path = source / JUDGEMENTS[year]
+            for judged in read_judgements(judged_path):
+                if judged.grade <= 0:
+                    continue
+                if judged.query_id not in topics:
+                    raise DataError(
+                        f"{judged_path}: topic {judged.query_id} is judged but not in "
+                        f"{topics_path}; use the topics and judgements of the same year"
+                    )
+                judgements.append(judged)
+        matched = match_judgements(source / LEGALSPANS, judgements, match)
+        test = Split(
+            {qid: text for qid, text in queries.items() if qid in matched.qrels},
+            {qid: matched.qrels[qid] for qid in queries if qid in matched.qrels},
+        )
+        notes: tuple[str, ...] = ()
+        if matched.unknown_pmid or matched.no_span:
+            notes = (
+                f"of {len(judgements)} relevant judgements, {matched.unknown_pmid} name PMIDs "
+                f"missing from {LEGALSPANS} and {matched.no_span} match only the title span or no "
+                f"legal span ({match} matching); they were dropped, and with them "
+                f"{len(queries) - len(test.queries)} of {len(queries)} topics",
+            )
+        corpus = Corpus(partial(documents, source))
+        return Dataset(NAME, corpus, {"test": test}, relevance_level=1, notes=notes)
 
 
 adapter = Genomics()

@@ -373,11 +373,7 @@ class Miracl(Adapter):
     )
     hub_repo = "UKPLab/dapr"
 
-    def build(self, source: Path, **options: Any) -> Dataset:
-        if options:
-            raise DataError(
-                f"dataset {NAME!r} takes no build options (got {', '.join(sorted(options))})"
-            )
+    def build(self, source: Path) -> Dataset:
         self.require(source)
         return build(source)
 

@@ -57,7 +57,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from dapr.adapters import Adapter, RawFile
 from dapr.data import Corpus, Dataset, Document, Passage, Split
@@ -76,7 +76,8 @@ RANKING_QRELS_URL = f"{HOST}/msmarcoranking/collectionandqueries.tar.gz"
 
 MAX_EDITS = 5
 SEED = 42
-RULES = ("auto", "paper", "qna")
+Rule = Literal["auto", "paper", "qna"]
+"""Option ``split``: how the splits are drawn (see the module docstring)."""
 TRAIN_FILE, DEV_FILE = 0, 1
 SPLIT_NAMES = ("train", "dev", "test")  # codes 0, 1, 2: a higher code wins an overlap
 TRAIN_SPLIT, DEV_SPLIT, TEST_SPLIT = 0, 1, 2
@@ -639,30 +640,6 @@ def read_spill(path: Path) -> Iterator[Document]:
 # --------------------------------------------------------------------------- the adapter
 
 
-@dataclass(frozen=True)
-class Options:
-    split: str = "auto"
-    max_edits: int = MAX_EDITS
-    seed: int = SEED
-    work_dir: Path | None = None
-
-    @classmethod
-    def parse(cls, options: dict[str, Any]) -> Options:
-        valid = "split (auto|paper|qna), max_edits (integer), seed (integer), work_dir (path)"
-        unknown = sorted(set(options) - {"split", "max_edits", "seed", "work_dir"})
-        if unknown:
-            raise DataError(f"{NAME}: unknown option {unknown[0]!r}; valid options: {valid}")
-        parsed = cls(**{k: v for k, v in options.items() if k != "work_dir"})
-        if parsed.split not in RULES:
-            raise DataError(f"{NAME}: option split={parsed.split!r}; choose auto, paper or qna")
-        for name in ("max_edits", "seed"):
-            value = getattr(parsed, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise DataError(f"{NAME}: option {name}={value!r}; give a non-negative integer")
-        work_dir = Path(options["work_dir"]) if options.get("work_dir") else None
-        return cls(parsed.split, parsed.max_edits, parsed.seed, work_dir)
-
-
 class MSMARCO(Adapter):
     name = NAME
     origin = (
@@ -691,12 +668,23 @@ class MSMARCO(Adapter):
                 f"{raw.url} there, or rerun with --download"
             )
 
-    def build(self, source: Path, **options: Any) -> Dataset:
+    def build(
+        self,
+        source: Path,
+        *,
+        split: Rule = "auto",
+        max_edits: int = MAX_EDITS,
+        seed: int = SEED,
+        work_dir: Path | None = None,
+    ) -> Dataset:
+        """The dataset from the raw files in ``source`` (see the module docstring)."""
+        for key, value in (("max_edits", max_edits), ("seed", seed)):
+            if value < 0:
+                raise self.option_error(key, "a non-negative integer", value)
         source = Path(source)
         self.require(source)
-        opts = Options.parse(options)
         ranking_file = raw_path(source, RANKING_QRELS)
-        rule = opts.split
+        rule = split
         if rule == "auto":
             rule = "paper" if ranking_file is not None else "qna"
         if rule == "paper" and ranking_file is None:
@@ -704,11 +692,11 @@ class MSMARCO(Adapter):
                 f"{source / RANKING_QRELS}: missing; split=paper needs the passage-ranking dev "
                 f"qrels (in {RANKING_QRELS_URL}), or use split=qna"
             )
-        root = opts.work_dir or home() / "tmp"
+        root = Path(work_dir) if work_dir is not None else home() / "tmp"
         root.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix="msmarco-", dir=root))
         try:
-            splits, ndocs, counts = _build(source, work, rule, ranking_file, opts)
+            splits, ndocs, counts = _build(source, work, rule, ranking_file, max_edits, seed)
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
             raise
@@ -723,7 +711,7 @@ class MSMARCO(Adapter):
                 else "test = QnA dev, dev = a sample of QnA train pairs, train = the rest"
             ),
             f"located {counts.located} of {counts.with_document} QnA passages whose URL has a "
-            f"document (at most {opts.max_edits} edits); {ndocs} documents kept"
+            f"document (at most {max_edits} edits); {ndocs} documents kept"
             + (
                 f"; {counts.duplicate_urls} later document lines repeating a URL skipped"
                 if counts.duplicate_urls
@@ -736,7 +724,7 @@ class MSMARCO(Adapter):
 
 
 def _build(
-    source: Path, work: Path, rule: str, ranking_file: Path | None, opts: Options
+    source: Path, work: Path, rule: str, ranking_file: Path | None, max_edits: int, seed: int
 ) -> tuple[dict[str, Split], int, _Counts]:
     db = _connect(work / "store.sqlite")
     db.execute("BEGIN")  # one transaction: no journal, nothing to roll back (files are dropped)
@@ -750,10 +738,10 @@ def _build(
         db.execute("CREATE INDEX passage_url ON passage (ukey)")
         docs = raw_path(source, DOCS)
         assert docs is not None
-        counts = _locate_all(db, docs, opts.max_edits)
+        counts = _locate_all(db, docs, max_edits)
         _deduplicate(db)
         ranking = _read_ranking_qids(ranking_file) if rule == "paper" and ranking_file else None
-        _assign(db, rule, ranking, opts.seed)
+        _assign(db, rule, ranking, seed)
         _remove_overlaps(db)
         splits, ndocs = _write_spill(db, docs, work / "corpus.jsonl.gz")
     finally:

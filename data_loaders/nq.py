@@ -49,7 +49,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from dapr.adapters import Adapter, RawFile
 from dapr.data import Corpus, Dataset, Document, Passage, Qrels, Queries, Split
@@ -76,7 +75,6 @@ TOKENIZER_SPACES = (
     (" 're", "'re"),
 )
 """What the reference's tokenizer round trip did to a text, replacement by replacement."""
-OPTIONS = ("clean_spaces",)
 _NEEDS = (
     "every line needs question, title (strings), candidates (strings), passage_types "
     "(one per candidate) and long_answers (candidate indices)"
@@ -112,33 +110,30 @@ class NaturalQuestionsAdapter(Adapter):
                 f"({raw.how}), or rerun with --download"
             )
 
-    def build(self, source: Path, **options: Any) -> Dataset:
-        self.require(Path(source))
-        return build(Path(source), **options)
-
-
-def build(source: Path, **options: Any) -> Dataset:
-    """The dataset from the raw dev and train files in ``source``."""
-    clean = _clean_option(options)
-    paths = {}
-    for split in RAW_SPLITS:
-        path = find_raw(source, split)
-        if path is None:
-            names = ", ".join(name.format(split) for name in RAW_NAMES)
-            raise DataError(f"{source}: no raw {split} file of {NAME} ({names}); download it")
-        paths[split] = path
-    scan = Scan(clean)
-    scan.read_dev(paths["dev"])
-    scan.read_train(paths["train"])
-    splits, dropped = scan.splits()
-    notes = ()
-    if dropped:
-        notes = (
-            f"train queries dropped: {dropped} (their page repeats an earlier title with other "
-            "passages, so their relevant passages are not in the corpus)",
-        )
-    corpus = Corpus(partial(documents, paths, scan.corpus_lines, clean))
-    return Dataset(NAME, corpus, splits, notes=notes)
+    def build(self, source: Path, *, clean_spaces: bool = True) -> Dataset:
+        """The dataset from the raw dev and train files in ``source``; ``clean_spaces`` makes
+        the reference's tokenizer replacements."""
+        source = Path(source)
+        self.require(source)
+        paths = {}
+        for split in RAW_SPLITS:
+            path = find_raw(source, split)
+            if path is None:
+                names = ", ".join(name.format(split) for name in RAW_NAMES)
+                raise DataError(f"{source}: no raw {split} file of {NAME} ({names}); download it")
+            paths[split] = path
+        scan = Scan(clean_spaces)
+        scan.read_dev(paths["dev"])
+        scan.read_train(paths["train"])
+        splits, dropped = scan.splits()
+        notes = ()
+        if dropped:
+            notes = (
+                f"train queries dropped: {dropped} (their page repeats an earlier title with "
+                "other passages, so their relevant passages are not in the corpus)",
+            )
+        corpus = Corpus(partial(documents, paths, scan.corpus_lines, clean_spaces))
+        return Dataset(NAME, corpus, splits, notes=notes)
 
 
 def find_raw(source: Path, split: str) -> Path | None:
@@ -147,18 +142,6 @@ def find_raw(source: Path, split: str) -> Path | None:
         if path.is_file():
             return path
     return None
-
-
-def _clean_option(options: dict[str, Any]) -> bool:
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise DataError(
-            f"{NAME}: unknown option(s) {', '.join(unknown)}; valid: {', '.join(OPTIONS)}"
-        )
-    clean = options.get("clean_spaces", True)
-    if not isinstance(clean, bool):
-        raise DataError(f"{NAME}: option 'clean_spaces' must be true or false, got {show(clean)}")
-    return clean
 
 
 def clean_spaces(text: str) -> str:

@@ -89,7 +89,6 @@ CATEGORY_COLUMNS = (
     "reason",
 )
 LABEL_SUFFIXES = (".tsv", ".csv", ".jsonl", ".parquet")
-OPTIONS = ("nq",)
 _TRUE = frozenset({"true", "t", "yes", "y", "1", "x"})
 _FALSE = frozenset({"false", "f", "no", "n", "0", ""})
 _SEPARATORS = re.compile(r"[,;|/+]")
@@ -116,9 +115,12 @@ class NQHardAdapter(Adapter):
     )
     hub_repo = "UKPLab/dapr"
 
-    def build(self, source: Path, **options: Any) -> Dataset:
+    def build(self, source: Path, *, nq: Path | None = None) -> Dataset:
+        """NQ-hard from the label files in ``source`` (a directory or one file), over the
+        NaturalQuestions dataset built at ``nq`` (default: the registered one)."""
         self.require(Path(source))
-        return build(Path(source), **options)
+        files = label_files(Path(source))
+        return from_label_files(_load_nq(nq), files)
 
     def load(self, **options: Any) -> Dataset:
         """The prepared copy, else NaturalQuestions plus the hub's ``nq-hard`` labels."""
@@ -129,38 +131,17 @@ class NQHardAdapter(Adapter):
             return super().load(**options)
         files = config_files(HUB_CONFIG, self.hub_repo, dataset=NAME)
         write_dataset(
-            from_label_files(_load_nq({}), sorted(sum(files.values(), []))), self.prepared
+            from_label_files(_load_nq(None), sorted(sum(files.values(), []))), self.prepared
         )
         return read_dataset(self.prepared, NAME)
 
 
-def build(source: Path, **options: Any) -> Dataset:
-    """NQ-hard from the label files in ``source`` (a directory or one file)."""
-    _check_options(options)
-    files = label_files(source)
-    return from_label_files(_load_nq(options), files)
-
-
-def _check_options(options: dict[str, Any]) -> None:
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise DataError(
-            f"{NAME}: unknown option(s) {', '.join(unknown)}; valid: {', '.join(OPTIONS)}"
-        )
-
-
-def _load_nq(options: dict[str, Any]) -> Dataset:
-    """NaturalQuestions: the dataset at option ``nq``, else the registered one."""
-    if "nq" not in options:
+def _load_nq(path: Path | None) -> Dataset:
+    """NaturalQuestions: the dataset built at ``path``, else the registered one."""
+    if path is None:
         from data_loaders.nq import adapter as nq_adapter
 
         return nq_adapter.load()
-    path = options["nq"]
-    if not isinstance(path, str) or not path:
-        raise DataError(
-            f"{NAME}: option 'nq' must be the path of a built NaturalQuestions dataset, "
-            f"got {show(path)}"
-        )
     from dapr.io import read_dataset
 
     return read_dataset(Path(path).expanduser(), "NaturalQuestions")

@@ -27,15 +27,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dapr.adapters import LocalAdapter
 from dapr.data import Corpus, Dataset, Document, Passage, Split
 from dapr.errors import DataError
 from dapr.io.rows import check_type, optional_field, required_field
-from data_loaders.beir import OwnDataAdapter, check_options, id_of, language_option
+from data_loaders.beir import id_of
 
 NAME = "squad"
 _NEEDS = "SQuAD JSON holds data: [{title, paragraphs: [{context, qas: [{id, question, answers}]}]}]"
@@ -129,21 +129,6 @@ class Reader:
             split.qrels[qid] = {passage_id: 1}
 
 
-def build(path: Path, dev_share: float = 0.0, language: str = "en") -> Dataset:
-    """The dataset of a SQuAD-format file (see the module docstring)."""
-    path = Path(path)
-    articles = required_field(read_json(path), "data", list, str(path), _NEEDS)
-    reader = Reader(dev_share)
-    documents = [reader.article(art, f"{path}: data[{a}]") for a, art in enumerate(articles)]
-    return Dataset(
-        NAME,
-        Corpus([d for d in documents if d is not None]),
-        reader.splits,
-        notes=_notes(reader.skipped),
-        language=language,
-    )
-
-
 def _notes(skipped: dict[str, int]) -> tuple[str, ...]:
     notes = [
         "documents are the articles, passages their paragraphs; each question judges the "
@@ -158,29 +143,30 @@ def _notes(skipped: dict[str, int]) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def dev_share_option(options: dict[str, Any]) -> float:
-    value = options.get("dev_share", 0.0)
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value <= 1:
-        raise DataError(
-            f"dataset {NAME!r}: option 'dev_share' must be a number from 0 to 1, got {value!r}"
-        )
-    return float(value)
-
-
-class Squad(OwnDataAdapter):
+class Squad(LocalAdapter):
     name = NAME
     origin = (
         "your own SQuAD-format JSON file (articles -> paragraphs -> questions, as "
         "https://rajpurkar.github.io/SQuAD-explorer/ publishes): give its path"
     )
     path_help = "a SQuAD-format JSON file"
-    options = ("dev_share", "language")
 
-    def build(self, source: Path, **options: Any) -> Dataset:
-        """``source``: the JSON file. Options: dev_share (0 to 1), language."""
-        self.require(source)
-        check_options(NAME, options, self.options)
-        return build(Path(source), dev_share_option(options), language_option(NAME, options))
+    def build(self, source: Path, *, dev_share: float = 0.0, language: str = "en") -> Dataset:
+        """The dataset of the SQuAD-format file ``source`` (see the module docstring)."""
+        if not 0 <= dev_share <= 1:
+            raise self.option_error("dev_share", "a number from 0 to 1", dev_share)
+        language = self.language_code(language)
+        path = Path(source)
+        articles = required_field(read_json(path), "data", list, str(path), _NEEDS)
+        reader = Reader(float(dev_share))
+        documents = [reader.article(art, f"{path}: data[{a}]") for a, art in enumerate(articles)]
+        return Dataset(
+            NAME,
+            Corpus([d for d in documents if d is not None]),
+            reader.splits,
+            notes=_notes(reader.skipped),
+            language=language,
+        )
 
 
 adapter = Squad()

@@ -40,7 +40,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from dapr.adapters import Adapter, RawFile
 from dapr.data import Corpus, Dataset, Document, Passage, Qrels, Queries, Split
@@ -187,9 +186,7 @@ class T2Ranking(Adapter):
     )
     hub_repo = None
 
-    def build(self, source: Path, **options: Any) -> Dataset:
-        if options:
-            raise DataError(f"dataset {NAME!r} takes no build options ({', '.join(options)})")
+    def build(self, source: Path) -> Dataset:
         self.require(source)
         source = Path(source)
         splits: dict[str, Split] = {}

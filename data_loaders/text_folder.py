@@ -38,22 +38,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
+from dapr.adapters import LocalAdapter
 from dapr.data import Corpus, Dataset, Document, Passage, Qrels, Queries, Split
 from dapr.errors import DataError
 from dapr.io.rows import judge, parse_number, required_field
-from data_loaders.beir import (
-    OwnDataAdapter,
-    check_options,
-    id_of,
-    int_option,
-    is_integer,
-    json_lines,
-    language_option,
-    numbered_lines,
-    text_option,
-)
+from data_loaders.beir import id_of, is_integer, json_lines, numbered_lines
 
 NAME = "text-folder"
 SUFFIXES = (".txt", ".md")
@@ -239,78 +229,65 @@ def _qrels_row(line: str, beir: bool, at: str) -> tuple[str, str, int]:
 # --------------------------------------------------------------------------- the dataset
 
 
-def build(
-    folder: Path,
-    queries: Path | None = None,
-    qrels: Path | None = None,
-    split: str = "test",
-    relevance_level: int = 1,
-    language: str = "en",
-) -> Dataset:
-    """The dataset of a folder of documents (see the module docstring)."""
-    folder = Path(folder)
-    if (queries is None) != (qrels is None):
-        given, missing = ("queries", "qrels") if qrels is None else ("qrels", "queries")
-        raise DataError(
-            f"dataset {NAME!r}: option {given!r} needs option {missing!r} too; give both "
-            "files, or neither for a corpus without queries"
-        )
-    files = document_files(folder)
-    passage_ids: set[str] = set()
-    doc_ids: set[str] = set()
-    empty = 0
-    for doc_id, path in files:
-        document = read_document(doc_id, path)
-        empty += not document.passages
-        doc_ids.add(doc_id)
-        passage_ids.update(p.id for p in document.passages)
-    if empty == len(files):
-        raise DataError(f"{folder}: none of its {len(files)} files has any text; add documents")
-    notes = ["documents are the files, passages their blank-line separated paragraphs"]
-    if empty:
-        notes.append(f"{empty} files without text skipped")
-    splits = {}
-    if queries is not None and qrels is not None:
-        asked = read_queries(Path(queries))
-        judged = read_qrels(Path(qrels), Known(asked, Path(queries), passage_ids, doc_ids))
-        splits[split] = Split({qid: asked[qid] for qid in asked if qid in judged}, judged)
-        if len(asked) > len(judged):
-            notes.append(f"{len(asked) - len(judged)} queries without judgements left out")
-    corpus = Corpus(partial(documents, files))
-    return Dataset(
-        NAME, corpus, splits, relevance_level=relevance_level, notes=tuple(notes), language=language
-    )
-
-
-def split_option(options: dict[str, Any]) -> str:
-    split = text_option(NAME, options, "split", "test")
-    if split.startswith(".") or "/" in split or "\\" in split or split.strip() != split:
-        raise DataError(f"dataset {NAME!r}: option 'split' {split!r} cannot name a file; rename it")
-    return split
-
-
-class TextFolder(OwnDataAdapter):
+class TextFolder(LocalAdapter):
     name = NAME
     origin = (
         "your own folder of .txt/.md documents (paragraphs split at blank lines), with "
         "queries=PATH and qrels=PATH given separately: give its path"
     )
     path_help = "a folder of .txt/.md documents (with queries=PATH and qrels=PATH)"
-    options = ("queries", "qrels", "split", "relevance_level", "language")
 
-    def build(self, source: Path, **options: Any) -> Dataset:
-        """``source``: the folder. Options: queries, qrels, split, relevance_level, language."""
-        self.require(source)
-        check_options(NAME, options, self.options)
-        queries = text_option(NAME, options, "queries", None)
-        qrels = text_option(NAME, options, "qrels", None)
-        return build(
-            Path(source),
-            queries=None if queries is None else Path(queries),
-            qrels=None if qrels is None else Path(qrels),
-            split=split_option(options),
-            relevance_level=int_option(NAME, options, "relevance_level", 1),
-            language=language_option(NAME, options),
+    def build(
+        self,
+        source: Path,
+        *,
+        queries: Path | None = None,
+        qrels: Path | None = None,
+        split: str = "test",
+        relevance_level: int = 1,
+        language: str = "en",
+    ) -> Dataset:
+        """The dataset of the folder of documents ``source`` (see the module docstring)."""
+        unsafe = split.startswith(".") or split != split.strip() or {"/", "\\"} & set(split)
+        if not split or unsafe:  # the split name becomes a file name
+            raise self.option_error("split", "a plain name (no path, no leading dot)", split)
+        language = self.language_code(language)
+        if (queries is None) != (qrels is None):
+            given, missing = ("queries", "qrels") if qrels is None else ("qrels", "queries")
+            raise DataError(
+                f"dataset {NAME!r}: option {given!r} needs option {missing!r} too; give both "
+                "files, or neither for a corpus without queries"
+            )
+        folder = Path(source)
+        files = document_files(folder)
+        passage_ids: set[str] = set()
+        doc_ids: set[str] = set()
+        empty = 0
+        for doc_id, path in files:
+            document = read_document(doc_id, path)
+            empty += not document.passages
+            doc_ids.add(doc_id)
+            passage_ids.update(p.id for p in document.passages)
+        if empty == len(files):
+            raise DataError(f"{folder}: none of its {len(files)} files has any text; add documents")
+        notes = ["documents are the files, passages their blank-line separated paragraphs"]
+        if empty:
+            notes.append(f"{empty} files without text skipped")
+        splits = {}
+        if queries is not None and qrels is not None:
+            asked = read_queries(Path(queries))
+            judged = read_qrels(Path(qrels), Known(asked, Path(queries), passage_ids, doc_ids))
+            splits[split] = Split({qid: asked[qid] for qid in asked if qid in judged}, judged)
+            if len(asked) > len(judged):
+                notes.append(f"{len(asked) - len(judged)} queries without judgements left out")
+        corpus = Corpus(partial(documents, files))
+        return Dataset(
+            NAME,
+            corpus,
+            splits,
+            relevance_level=relevance_level,
+            notes=tuple(notes),
+            language=language,
         )
 
 

@@ -378,7 +378,7 @@ class WikiSample(Adapter):
             write_dataset(build(), self.prepared)
         return read_dataset(self.prepared, name=NAME)
 
-    def build(self, source: Path, **options: object) -> Dataset:
+    def build(self, source: Path) -> Dataset:
         """``source``: a MediaWiki export (``.xml.bz2``), or a directory holding gensim's one."""
         source = Path(source)
         return build(source if source.is_file() else source / Path(SOURCE).name)

@@ -6,6 +6,7 @@ import hashlib
 import http.server
 import threading
 from pathlib import Path
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -31,7 +32,7 @@ class Tiny(Adapter):
     origin = "a test adapter"
     raw_files = (RawFile("docs.tsv", url="http://127.0.0.1:9/docs.tsv"),)
 
-    def build(self, source: Path, upper: bool = False) -> Dataset:
+    def build(self, source: Path, *, upper: bool = False) -> Dataset:
         documents = []
         for line in (source / "docs.tsv").read_text().splitlines():
             doc_id, title, body = line.split("\t")
@@ -115,6 +116,21 @@ def test_load_options_are_rejected(tiny):
         tiny.load(upper=True)
 
 
+def test_an_unknown_build_option_is_one_line_exit_2(tiny, tmp_path, capsys):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "docs.tsv").write_text("a\tAlpha\tone\n")
+    assert main(["data", "build", "tiny-test", "--source", str(raw), "--set", "nope=1"]) == 2
+    assert capsys.readouterr().err == (
+        "dapr: error: dataset 'tiny-test': unknown option 'nope'; valid options: upper\n"
+    )
+    assert main(["data", "build", "tiny-test", "--source", str(raw), "--set", "upper=3"]) == 2
+    assert capsys.readouterr().err == (
+        "dapr: error: dataset 'tiny-test': option 'upper' must be true or false, got 3\n"
+    )
+    assert not tiny.cached()
+
+
 def test_a_loader_function_is_not_buildable(capsys, tmp_path):
     registry.datasets.add("plain-fn", lambda: None)
     try:
@@ -122,6 +138,108 @@ def test_a_loader_function_is_not_buildable(capsys, tmp_path):
     finally:
         registry.datasets._extra.pop("plain-fn")
     assert "loader function, not an adapter" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- build options
+
+
+class Knobs(Adapter):
+    """An adapter with one option of every kind the check knows."""
+
+    name = "knobs"
+
+    def build(
+        self,
+        source: Path,
+        *,
+        tagged: bool = False,
+        depth: int = 1,
+        share: float = 0.5,
+        label: str = "x",
+        mode: Literal["fast", "exact"] = "fast",
+        extra: Path | None = None,
+    ) -> Dataset:
+        raise AssertionError("never built here")
+
+
+def _error(adapter: Adapter, options: dict[str, Any]) -> str:
+    with pytest.raises(DataError) as error:
+        adapter.check_options(options)
+    return str(error.value)
+
+
+def test_options_are_the_keyword_parameters_of_build():
+    options = Knobs().options()
+    assert list(options) == ["tagged", "depth", "share", "label", "mode", "extra"]
+    assert options["mode"].annotation == Literal["fast", "exact"]
+    assert options["extra"].annotation == Path | None
+    assert options["depth"].default == 1
+
+
+def test_an_unknown_option_names_the_valid_ones():
+    assert _error(Knobs(), {"tagged": True, "nope": 1}) == (
+        "dataset 'knobs': unknown option 'nope'; valid options: tagged, depth, share, label, "
+        "mode, extra"
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("tagged", 1, "option 'tagged' must be true or false, got 1"),
+        ("tagged", "yes", "option 'tagged' must be true or false, got \"yes\""),
+        ("depth", True, "option 'depth' must be an integer, got true"),
+        ("depth", 1.5, "option 'depth' must be an integer, got 1.5"),
+        ("share", False, "option 'share' must be a number, got false"),
+        ("share", "half", "option 'share' must be a number, got \"half\""),
+        ("label", 3, "option 'label' must be a text, got 3"),
+        ("mode", "slow", "option 'mode' must be one of fast, exact, got \"slow\""),
+        ("mode", None, "option 'mode' must be one of fast, exact, got null"),
+        ("extra", 3, "option 'extra' must be a path, got 3"),
+        ("extra", "", "option 'extra' must be a path, got \"\""),
+    ],
+)
+def test_a_wrong_value_names_the_option_and_the_kind(key, value, message):
+    assert _error(Knobs(), {key: value}) == f"dataset 'knobs': {message}"
+
+
+def test_good_values_pass_converted():
+    given = {"tagged": True, "depth": 0, "share": 1, "mode": "exact", "extra": "out"}
+    checked = Knobs().check_options(given)
+    assert checked == {
+        "tagged": True,
+        "depth": 0,
+        "share": 1.0,
+        "mode": "exact",
+        "extra": Path("out"),
+    }
+    assert isinstance(checked["share"], float)
+    assert Knobs().check_options({"extra": None, "label": ""}) == {"extra": None, "label": ""}
+    assert Knobs().check_options({}) == {}
+
+
+def test_an_adapter_without_options_says_so():
+    class Plain(Adapter):
+        name = "plain"
+
+        def build(self, source: Path) -> Dataset:
+            raise AssertionError("never built here")
+
+    for adapter in (Plain(), Adapter()):
+        assert adapter.options() == {}
+        assert adapter.check_options({}) == {}
+        assert _error(adapter, {"seed": 1}).endswith("unknown option 'seed'; it takes no options")
+
+
+def test_required_and_open_ended_options():
+    class Picky(Adapter):
+        name = "picky"
+
+        def build(self, source: Path, *, key: str, **more: Any) -> Dataset:
+            raise AssertionError("never built here")
+
+    assert _error(Picky(), {}) == "dataset 'picky': option 'key' is required; give key=VALUE"
+    assert Picky().check_options({"key": "k", "other": [1]}) == {"key": "k", "other": [1]}
 
 
 # --------------------------------------------------------------------------- downloads

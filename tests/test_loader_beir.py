@@ -244,7 +244,15 @@ def test_grouping_needs_the_key_on_every_entry(small: Path) -> None:
 
 
 def test_bad_options(small: Path) -> None:
-    with pytest.raises(DataError, match="unknown option 'grouping'; valid options: group_by"):
-        adapter.build(small, grouping="title")
-    with pytest.raises(DataError, match="option 'relevance_level' must be an integer"):
-        adapter.build(small, relevance_level="high")
+    with pytest.raises(DataError) as error:
+        adapter.load(path=small, grouping="title")
+    assert str(error.value) == (
+        "dataset 'beir': unknown option 'grouping'; valid options: group_by, relevance_level, "
+        "language"
+    )
+    with pytest.raises(DataError, match="'relevance_level' must be an integer, got \"high\""):
+        adapter.load(path=small, relevance_level="high")
+    with pytest.raises(DataError, match="option 'group_by' must be none, title or a metadata"):
+        adapter.build(small, group_by=" ")
+    with pytest.raises(DataError, match="option 'language' must be an ISO 639-1 code"):
+        adapter.build(small, language="english")

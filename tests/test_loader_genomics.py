@@ -515,8 +515,8 @@ def test_malformed_topic_and_colliding_years(fresh: Path):
         genomics.adapter.build(fresh)
 
 
-def test_options_are_checked(source: Path):
-    with pytest.raises(DataError, match="no build option seed; the only one is match"):
-        genomics.adapter.build(source, seed=1)
-    with pytest.raises(DataError, match="match='fuzzy' is not valid"):
-        genomics.adapter.build(source, match="fuzzy")
+def test_options_are_checked():
+    with pytest.raises(DataError, match="unknown option 'seed'; valid options: match$"):
+        genomics.adapter.check_options({"seed": 1})
+    with pytest.raises(DataError, match="option 'match' must be one of overlap, exact, got"):
+        genomics.adapter.check_options({"match": "fuzzy"})

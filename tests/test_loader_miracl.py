@@ -324,6 +324,6 @@ def test_short_qrels_row_and_unknown_topic(tmp_path: Path):
         miracl.adapter.build(source)
 
 
-def test_unknown_option_is_rejected(source: Path):
-    with pytest.raises(DataError, match="takes no build options"):
-        miracl.adapter.build(source, seed=1)
+def test_unknown_option_is_rejected():
+    with pytest.raises(DataError, match="unknown option 'seed'; it takes no options"):
+        miracl.adapter.check_options({"seed": 1})

@@ -302,9 +302,16 @@ def test_bad_docs_line_names_file_and_line(source: Path, tmp_path: Path):
 
 
 def test_unknown_option_lists_the_valid_ones(source: Path):
-    with pytest.raises(DataError, match="unknown option 'tagged'; valid options: split"):
-        msmarco.adapter.build(source, tagged=True)
-    with pytest.raises(DataError, match="max_edits"):
+    with pytest.raises(DataError) as error:
+        msmarco.adapter.check_options({"tagged": True})
+    assert str(error.value) == (
+        "dataset 'MSMARCO': unknown option 'tagged'; valid options: split, max_edits, seed, "
+        "work_dir"
+    )
+    with pytest.raises(DataError, match="option 'split' must be one of auto, paper, qna"):
+        msmarco.adapter.check_options({"split": "random"})
+    assert msmarco.adapter.check_options({"work_dir": "/tmp/x"}) == {"work_dir": Path("/tmp/x")}
+    with pytest.raises(DataError, match="option 'max_edits' must be a non-negative integer"):
         msmarco.adapter.build(source, max_edits=-1)
 
 

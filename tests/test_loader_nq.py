@@ -247,8 +247,8 @@ def test_bad_fields(folder: Path, tmp_path: Path, change: dict, message: str):
         nq.adapter.build(source)
 
 
-def test_bad_options(folder: Path):
-    with pytest.raises(DataError, match="unknown option.*tagged.*valid: clean_spaces"):
-        nq.adapter.build(folder, tagged=True)
-    with pytest.raises(DataError, match="'clean_spaces' must be true or false"):
-        nq.adapter.build(folder, clean_spaces="no")
+def test_bad_options():
+    with pytest.raises(DataError, match="unknown option 'tagged'; valid options: clean_spaces$"):
+        nq.adapter.check_options({"tagged": True})
+    with pytest.raises(DataError, match="option 'clean_spaces' must be true or false, got"):
+        nq.adapter.check_options({"clean_spaces": "no"})

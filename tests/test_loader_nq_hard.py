@@ -158,10 +158,10 @@ def test_missing_labels_and_bad_options(nq_dir: Path, tmp_path: Path):
         (tmp_path / "empty").mkdir()
         nq_hard.adapter.build(tmp_path / "empty", nq=str(nq_dir))
     source = labels_dir(tmp_path, "l.tsv", LABELS_TSV)
-    with pytest.raises(DataError, match="unknown option.*corpus.*valid: nq"):
-        nq_hard.adapter.build(source, corpus="x")
-    with pytest.raises(DataError, match="option 'nq' must be the path"):
-        nq_hard.adapter.build(source, nq=3)
+    with pytest.raises(DataError, match="unknown option 'corpus'; valid options: nq$"):
+        nq_hard.adapter.check_options({"corpus": "x"})
+    with pytest.raises(DataError, match="option 'nq' must be a path, got 3"):
+        nq_hard.adapter.check_options({"nq": 3})
     with pytest.raises(DataError, match=r"missing: not a directory"):
         nq_hard.adapter.build(source, nq=str(tmp_path / "missing"))
 

@@ -200,13 +200,16 @@ def test_unreadable_inputs(tmp_path: Path) -> None:
 
 
 def test_bad_options(xquad: Path) -> None:
-    with pytest.raises(DataError, match="unknown option 'dev'; valid options: dev_share"):
-        adapter.build(xquad, dev=0.1)
-    for bad in (1.5, -0.1, "a", True):
+    with pytest.raises(DataError, match="unknown option 'dev'; valid options: dev_share, language"):
+        adapter.load(path=xquad, dev=0.1)
+    for bad in ("a", True):
+        with pytest.raises(DataError, match="option 'dev_share' must be a number, got"):
+            adapter.load(path=xquad, dev_share=bad)
+    for bad in (1.5, -0.1, 2):
         with pytest.raises(DataError, match="option 'dev_share' must be a number from 0 to 1"):
-            adapter.build(xquad, dev_share=bad)
+            adapter.load(path=xquad, dev_share=bad)
     with pytest.raises(DataError, match="option 'language' must be an ISO 639-1 code"):
-        adapter.build(xquad, language="english")
+        adapter.load(path=xquad, language="english")
 
 
 def test_an_experiment_file_gives_the_path_in_dataset_args(xquad: Path, tmp_path: Path) -> None:

@@ -167,6 +167,6 @@ def test_malformed_lines_name_file_and_line(source, file, line, message):
         _build(source)
 
 
-def test_options_are_rejected(source):
-    with pytest.raises(DataError, match="takes no build options"):
-        _build(source, subset="main")
+def test_options_are_rejected():
+    with pytest.raises(DataError, match="unknown option 'subset'; it takes no options"):
+        adapter_of("T2Ranking").check_options({"subset": "main"})

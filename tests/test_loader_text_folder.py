@@ -213,7 +213,9 @@ def test_bad_options(folder: Path, judged: dict, tmp_path: Path) -> None:
         adapter.build(folder, queries=judged["queries"])
     with pytest.raises(DataError, match=r"missing\.tsv: no such file"):
         adapter.build(folder, queries=tmp_path / "missing.tsv", qrels=judged["qrels"])
-    with pytest.raises(DataError, match="unknown option 'topics'; valid options: queries"):
-        adapter.build(folder, topics="x")
-    with pytest.raises(DataError, match="option 'split' '../x' cannot name a file"):
+    with pytest.raises(DataError, match="unknown option 'topics'; valid options: queries, qrels"):
+        adapter.load(path=folder, topics="x")
+    with pytest.raises(DataError, match="option 'qrels' must be a path, got 3"):
+        adapter.load(path=folder, queries=judged["queries"], qrels=3)
+    with pytest.raises(DataError, match="option 'split' must be a plain name .*, got \"../x\""):
         adapter.build(folder, split="../x", **judged)
