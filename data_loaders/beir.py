@@ -28,15 +28,12 @@ unknown query or corpus entry raises a one-line :class:`DataError` naming file a
 
 Licence: that of the data the user brings (each BEIR dataset keeps its own).
 
-This module also holds the file readers the other adapters of the user's own data
+This module also holds the helpers (ids, split order) the other adapters of the user's own data
 (``squad``, ``text-folder``) share.
 """
 
 from __future__ import annotations
 
-import gzip
-import json
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -46,7 +43,15 @@ from typing import Any
 from dapr.adapters import LocalAdapter
 from dapr.data import SPLITS, Corpus, Dataset, Document, Passage, Qrels, Queries, Split
 from dapr.errors import DataError
-from dapr.io.rows import judge, optional_field, parse_number, required_field, show
+from dapr.io.rows import (
+    jsonl_rows,
+    judge,
+    optional_field,
+    parse_number,
+    required_field,
+    show,
+    text_lines,
+)
 
 NAME = "beir"
 _CORPUS_NEEDS = "every corpus.jsonl line needs _id and text (optional title and metadata)"
@@ -61,40 +66,6 @@ _QRELS_NEEDS = "write query-id<TAB>corpus-id<TAB>score lines after the header"
 def id_of(key: str) -> str:
     """A document id from a title or key: whitespace runs become ``_`` (TREC files need that)."""
     return "_".join(key.split())
-
-
-def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Numbered non-blank lines of a UTF-8 text file, gzip-compressed when named ``*.gz``."""
-    n = 0
-    try:
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as handle:
-            for n, line in enumerate(handle, 1):
-                if line and not line.isspace():
-                    yield n, line
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file; check the path") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{path}:{n + 1}: not UTF-8 text; save the file as UTF-8") from None
-    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
-        raise DataError(f"{path}: not a readable gzip file ({e}); recompress it") from None
-
-
-def json_lines(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(location, object)`` of every line of a JSON lines file (``*.gz`` too)."""
-    for n, line in numbered_lines(path):
-        at = f"{path}:{n}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(
-                f"{at}: invalid JSON ({e.msg} at column {e.colno}); write one JSON object per line"
-            ) from None
-        if not isinstance(row, dict):
-            raise DataError(
-                f"{at}: expected a JSON object, got {show(row)}; write one JSON object per line"
-            )
-        yield at, row
 
 
 def split_order(names: list[str]) -> list[str]:
@@ -149,7 +120,8 @@ def qrels_files(folder: Path) -> dict[str, Path]:
 
 def corpus_entries(path: Path) -> Iterator[Entry]:
     """The checked lines of ``corpus.jsonl`` (ids are not checked for repeats here)."""
-    for at, row in json_lines(path):
+    for n, row in jsonl_rows(path):
+        at = f"{path}:{n}"
         metadata = optional_field(row, "metadata", dict, at, _CORPUS_NEEDS, {})
         yield Entry(
             id=_nonempty(required_field(row, "_id", str, at, _CORPUS_NEEDS), at, "_id"),
@@ -172,16 +144,23 @@ def ungrouped_documents(path: Path) -> Iterator[Document]:
         yield Document(entry.id, entry.title, (Passage(entry.id, entry.id, 0, entry.text),))
 
 
-def check_corpus(path: Path) -> set[str]:
-    """The corpus ids, after a pass that checks every line and that no id repeats."""
-    first: dict[str, str] = {}
+def unique_entries(path: Path, first_at: dict[str, str]) -> Iterator[Entry]:
+    """The corpus entries, checked that no id repeats; ``first_at`` collects id -> location."""
     for entry in corpus_entries(path):
-        if first.setdefault(entry.id, entry.at) != entry.at:
+        if first_at.setdefault(entry.id, entry.at) != entry.at:
             raise DataError(
-                f"{entry.at}: field '_id' {entry.id!r} repeats {first[entry.id]}; "
+                f"{entry.at}: field '_id' {entry.id!r} repeats {first_at[entry.id]}; "
                 "give every corpus entry a unique _id"
             )
-    return set(first)
+        yield entry
+
+
+def check_corpus(path: Path) -> set[str]:
+    """The corpus ids, after a pass that checks every line and that no id repeats."""
+    first_at: dict[str, str] = {}
+    for _ in unique_entries(path, first_at):
+        pass
+    return set(first_at)
 
 
 def group_key(entry: Entry, group_by: str) -> str:
@@ -206,12 +185,7 @@ def grouped_documents(path: Path, group_by: str) -> tuple[list[Document], set[st
     groups: dict[str, list[Entry]] = {}
     key_of_id: dict[str, str] = {}
     first_at: dict[str, str] = {}
-    for entry in corpus_entries(path):
-        if first_at.setdefault(entry.id, entry.at) != entry.at:
-            raise DataError(
-                f"{entry.at}: field '_id' {entry.id!r} repeats {first_at[entry.id]}; "
-                "give every corpus entry a unique _id"
-            )
+    for entry in unique_entries(path, first_at):
         key = group_key(entry, group_by)
         doc_id = id_of(key)
         if key_of_id.setdefault(doc_id, key) != key:
@@ -234,7 +208,8 @@ def grouped_documents(path: Path, group_by: str) -> tuple[list[Document], set[st
 def read_queries(path: Path) -> Queries:
     queries: Queries = {}
     first: dict[str, str] = {}
-    for at, row in json_lines(path):
+    for n, row in jsonl_rows(path):
+        at = f"{path}:{n}"
         qid = _nonempty(required_field(row, "_id", str, at, _QUERIES_NEEDS), at, "_id")
         text = required_field(row, "text", str, at, _QUERIES_NEEDS)
         if first.setdefault(qid, at) != at:
@@ -251,7 +226,7 @@ def read_qrels(
     """A BEIR qrels TSV; the header line (a non-integer score) is skipped when it comes first."""
     qrels: Qrels = {}
     first = True
-    for n, line in numbered_lines(path):
+    for n, line in text_lines(path):
         at = f"{path}:{n}"
         parts = [part.strip() for part in line.rstrip("\r\n").split("\t")]
         if len(parts) != 3:

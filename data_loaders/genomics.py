@@ -53,7 +53,7 @@ from typing import Literal
 from dapr.adapters import Adapter, RawFile
 from dapr.data import Corpus, Dataset, Document, Passage, Qrels, Queries, Split
 from dapr.errors import DataError
-from dapr.io.rows import judge
+from dapr.io.rows import judge, text_lines
 
 NAME = "Genomics"
 JOURNALS = (
@@ -123,26 +123,10 @@ class Span:
 # --- topics and judgements -------------------------------------------------------------------
 
 
-def _lines(path: Path, encoding: str) -> Iterator[tuple[int, str]]:
-    """Numbered non-blank lines of a text file in ``encoding``."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file; check the path") from None
-    try:
-        text = data.decode(encoding)
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise DataError(f"{path}:{line}: not {encoding} text; download the file again") from None
-    for n, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            yield n, line
-
-
 def read_topics(path: Path) -> Queries:
     """Topic id -> question, with ``[GENES]``-style placeholders in lower case."""
     queries: Queries = {}
-    for n, line in _lines(path, "cp1252"):
+    for n, line in text_lines(path, "cp1252"):
         found = _TOPIC.fullmatch(line.strip())
         if found is None or not found.group(2).strip():
             raise DataError(f"{path}:{n}: expected <ID>question; write one topic per line")
@@ -157,7 +141,7 @@ def read_judgements(path: Path) -> list[Judgement]:
     """Every judged row; the file is graded when its first row ends with a grade word."""
     judgements: list[Judgement] = []
     graded: bool | None = None
-    for n, line in _lines(path, "latin-1"):
+    for n, line in text_lines(path, "latin-1"):
         if line.startswith("#"):
             continue
         at = f"{path}:{n}"
@@ -193,25 +177,18 @@ def legal_spans(path: Path) -> Iterator[tuple[str, list[Span]]]:
     """``(PMID, its spans)`` in file order; a document's lines must be consecutive."""
     pmid: str | None = None
     spans: list[Span] = []
-    try:
-        handle = path.open(encoding="latin-1")
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file; download {LEGALSPANS}") from None
-    with handle:
-        for n, line in enumerate(handle, 1):
-            fields = line.split()
-            if not fields:
-                continue
-            if len(fields) != 3 or not fields[1].isdigit() or not fields[2].isdigit():
-                raise DataError(
-                    f"{path}:{n}: expected PMID OFFSET LENGTH (non-negative integers); "
-                    "download legalspans.txt again"
-                )
-            if fields[0] != pmid:
-                if pmid is not None:
-                    yield pmid, spans
-                pmid, spans = fields[0], []
-            spans.append(Span(int(fields[1]), int(fields[2]), n))
+    for n, line in text_lines(path, "latin-1"):
+        fields = line.split()
+        if len(fields) != 3 or not fields[1].isdigit() or not fields[2].isdigit():
+            raise DataError(
+                f"{path}:{n}: expected PMID OFFSET LENGTH (non-negative integers); "
+                "download legalspans.txt again"
+            )
+        if fields[0] != pmid:
+            if pmid is not None:
+                yield pmid, spans
+            pmid, spans = fields[0], []
+        spans.append(Span(int(fields[1]), int(fields[2]), n))
     if pmid is not None:
         yield pmid, spans
 

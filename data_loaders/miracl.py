@@ -29,24 +29,27 @@ positions of the judged articles' passages.
 from __future__ import annotations
 
 import bisect
-import gzip
-import json
 import random
 import re
-import zlib
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from dapr.adapters import Adapter, RawFile
 from dapr.data import Corpus, Dataset, Document, Passage, Qrels, Queries, Split
 from dapr.errors import DataError
-from dapr.io.rows import add_query, parse_number, required_field, text_lines
+from dapr.io.rows import (
+    add_query,
+    json_object,
+    jsonl_rows,
+    parse_number,
+    required_field,
+    text_lines,
+)
 
 NAME = "MIRACL"
 CORPUS_DIR = "miracl-corpus-v1.0-en"
@@ -139,46 +142,16 @@ def held_out(query_ids: list[str], size: int, seed: int = SEED) -> tuple[list[st
 # --- the corpus --------------------------------------------------------------------------------
 
 
-def _shard_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Numbered non-blank lines of a gzipped JSON lines shard."""
-    n = 0
-    try:
-        with gzip.open(path, "rt", encoding="utf-8") as handle:
-            for n, line in enumerate(handle, 1):
-                if line and not line.isspace():
-                    yield n, line
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file; download the MIRACL corpus shard") from None
-    except (OSError, EOFError, zlib.error) as e:
-        raise DataError(
-            f"{path}:{n + 1}: unreadable gzip data ({e}); download the shard again"
-        ) from None
-    except UnicodeDecodeError:
-        raise DataError(f"{path}:{n + 1}: not UTF-8 text; download the shard again") from None
-
-
-def _parse_line(line: str, at: str) -> dict[str, Any]:
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise DataError(
-            f"{at}: invalid JSON ({e.msg} at column {e.colno}); {_CORPUS_NEEDS}"
-        ) from None
-    if not isinstance(row, dict):
-        raise DataError(f"{at}: expected a JSON object; {_CORPUS_NEEDS}")
-    return row
-
-
 def _passage_ids(shards: list[Path]) -> Iterator[tuple[str, str, int]]:
     """``(where, article, position)`` of every corpus line; only the id is parsed."""
     for path in shards:
-        for n, line in _shard_lines(path):
+        for n, line in text_lines(path):
             at = f"{path}:{n}"
             found = _DOCID.search(line)
             if found is not None:
                 pid = found.group(1)
             else:
-                pid = required_field(_parse_line(line, at), "docid", str, at, _CORPUS_NEEDS)
+                pid = required_field(json_object(line, at), "docid", str, at, _CORPUS_NEEDS)
             yield (at, *split_passage_id(pid, at))
 
 
@@ -260,9 +233,8 @@ def documents(shards: list[Path]) -> Iterator[Document]:
     article = None
     rows: list[tuple[str, int, str, str]] = []
     for path in shards:
-        for n, line in _shard_lines(path):
+        for n, row in jsonl_rows(path):
             at = f"{path}:{n}"
-            row = _parse_line(line, at)
             pid = required_field(row, "docid", str, at, _CORPUS_NEEDS)
             title = required_field(row, "title", str, at, _CORPUS_NEEDS)
             text = required_field(row, "text", str, at, _CORPUS_NEEDS)

@@ -62,7 +62,7 @@ from typing import IO, Any, Literal
 from dapr.adapters import Adapter, RawFile
 from dapr.data import Corpus, Dataset, Document, Passage, Split
 from dapr.errors import DataError
-from dapr.io.rows import show
+from dapr.io.rows import show, text_lines
 from dapr.paths import home
 
 NAME = "MSMARCO"
@@ -106,12 +106,6 @@ def raw_path(source: Path, name: str) -> Path | None:
 
 def _open_binary(path: Path) -> IO[bytes]:
     return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
-
-
-def _open_text(path: Path) -> IO[str]:
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8", newline="\n")
-    return path.open(encoding="utf-8", newline="\n")
 
 
 def _unreadable(path: Path, error: BaseException) -> DataError:
@@ -408,25 +402,16 @@ def _check_queries(db: sqlite3.Connection, path: Path, file: int) -> None:
 def _doc_lines(path: Path, fields: bool = True) -> Iterator[tuple[int, list[str]]]:
     """Numbered lines of msmarco-docs.tsv as ``[docid, url, title, body]`` (body stripped);
     with ``fields=False`` as ``[docid, url, rest]`` (cheaper, body not split off)."""
-    n = 0
-    try:
-        with _open_text(path) as handle:
-            for n, line in enumerate(handle, 1):
-                if line.count("\t") != 3:
-                    if not line.strip():
-                        continue
-                    raise DataError(
-                        f"{path}:{n}: expected 4 tab-separated fields, found "
-                        f"{line.count(chr(9)) + 1}; {_DOCS_NEEDS}"
-                    )
-                row = line.split("\t", 3 if fields else 2)
-                if fields:
-                    row[3] = row[3].strip()
-                yield n, row
-    except UnicodeDecodeError:
-        raise DataError(f"{path}:{n + 1}: not UTF-8 text; {_DOCS_NEEDS}") from None
-    except (OSError, EOFError) as e:
-        raise _unreadable(path, e) from None
+    for n, line in text_lines(path, newline="\n"):
+        if line.count("\t") != 3:
+            raise DataError(
+                f"{path}:{n}: expected 4 tab-separated fields, found "
+                f"{line.count(chr(9)) + 1}; {_DOCS_NEEDS}"
+            )
+        row = line.split("\t", 3 if fields else 2)
+        if fields:
+            row[3] = row[3].strip()
+        yield n, row
 
 
 @dataclass
@@ -477,20 +462,14 @@ def _insert_located(db: sqlite3.Connection, found: list[tuple[int, ...]]) -> int
 
 def _read_ranking_qids(path: Path) -> set[str]:
     qids = set()
-    try:
-        with _open_text(path) as handle:
-            for n, line in enumerate(handle, 1):
-                fields = line.split()
-                if not fields:
-                    continue
-                if len(fields) != 4:
-                    raise DataError(
-                        f"{path}:{n}: expected 4 columns (qid 0 pid grade), found "
-                        f"{len(fields)}; use the passage-ranking qrels.dev.small.tsv"
-                    )
-                qids.add(fields[0])
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not UTF-8 text; use the passage-ranking qrels") from None
+    for n, line in text_lines(path):
+        fields = line.split()
+        if len(fields) != 4:
+            raise DataError(
+                f"{path}:{n}: expected 4 columns (qid 0 pid grade), found "
+                f"{len(fields)}; use the passage-ranking qrels.dev.small.tsv"
+            )
+        qids.add(fields[0])
     return qids
 
 

@@ -41,7 +41,6 @@ few ids per record in memory; the corpus is re-read from the raw files on every 
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import random
@@ -53,7 +52,7 @@ from pathlib import Path
 from dapr.adapters import Adapter, RawFile
 from dapr.data import Corpus, Dataset, Document, Passage, Qrels, Queries, Split
 from dapr.errors import DataError
-from dapr.io.rows import check_type, required_field, show
+from dapr.io.rows import check_type, json_object, required_field, show, text_lines
 
 NAME = "NaturalQuestions"
 BASE_URL = "https://huggingface.co/datasets/sentence-transformers/NQ-retrieval/resolve/main"
@@ -191,13 +190,7 @@ class Record:
 
 
 def parse_record(line: str, record_id: str, at: str) -> Record:
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise DataError(
-            f"{at}: invalid JSON ({e.msg} at column {e.colno}); write one JSON object per line"
-        ) from None
-    check_type(row, dict, at, "line", _NEEDS)
+    row = json_object(line, at)
     question = required_field(row, "question", str, at, _NEEDS)
     title = required_field(row, "title", str, at, _NEEDS)
     candidates = required_field(row, "candidates", list, at, _NEEDS)
@@ -233,27 +226,8 @@ def parse_record(line: str, record_id: str, at: str) -> Record:
     return Record(record_id, question, title, tuple(texts), tuple(sorted(positives)))
 
 
-def read_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Numbered (from 1) non-blank lines of a UTF-8 text file, gzip-compressed or not."""
-    n = 0
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as handle:
-            for n, line in enumerate(handle, 1):
-                if line and not line.isspace():
-                    yield n, line
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file; check the path") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{path}:{n + 1}: not UTF-8 text; download the file again") from None
-    except (gzip.BadGzipFile, EOFError) as e:
-        raise DataError(
-            f"{path}: not a complete gzip file ({e}); download it again, or give it uncompressed"
-        ) from None
-
-
 def read_records(path: Path, split: str) -> Iterator[tuple[int, Record]]:
-    for n, line in read_lines(path):
+    for n, line in text_lines(path):
         yield n, parse_record(line, f"{split}-{n - 1}", f"{path}:{n}")
 
 
@@ -377,7 +351,7 @@ def documents(
     for split in RAW_SPLITS:
         wanted = lines[split]
         path = paths[split]
-        for n, line in read_lines(path):
+        for n, line in text_lines(path):
             if n in wanted:
                 yield parse_record(line, f"{split}-{n - 1}", f"{path}:{n}").document(clean)
 

@@ -42,8 +42,8 @@ from pathlib import Path
 from dapr.adapters import LocalAdapter
 from dapr.data import Corpus, Dataset, Document, Passage, Qrels, Queries, Split
 from dapr.errors import DataError
-from dapr.io.rows import judge, parse_number, required_field
-from data_loaders.beir import id_of, is_integer, json_lines, numbered_lines
+from dapr.io.rows import jsonl_rows, judge, parse_number, required_field, text_lines
+from data_loaders.beir import id_of, is_integer
 
 NAME = "text-folder"
 SUFFIXES = (".txt", ".md")
@@ -158,14 +158,15 @@ def read_queries(path: Path) -> Queries:
 
 def _query_rows(path: Path) -> Iterator[tuple[str, str, str]]:
     if path.name.removesuffix(".gz").endswith(".jsonl"):
-        for at, row in json_lines(path):
+        for n, row in jsonl_rows(path):
+            at = f"{path}:{n}"
             yield (
                 at,
                 required_field(row, "_id", str, at, _QUERIES_NEEDS).strip(),
                 required_field(row, "text", str, at, _QUERIES_NEEDS),
             )
         return
-    for n, line in numbered_lines(path):
+    for n, line in text_lines(path):
         qid, tab, text = line.rstrip("\r\n").partition("\t")
         if not tab:
             raise DataError(f"{path}:{n}: no tab between query id and text; {_QUERIES_NEEDS}")
@@ -186,7 +187,7 @@ def read_qrels(path: Path, known: Known) -> Qrels:
     """TREC qrels or a BEIR TSV (told apart by the first line), every id checked."""
     qrels: Qrels = {}
     beir: bool | None = None
-    for n, line in numbered_lines(path):
+    for n, line in text_lines(path):
         at = f"{path}:{n}"
         if beir is None:
             beir = line.count("\t") == 2

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+if TYPE_CHECKING:
+    from dapr.data import Dataset
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -32,3 +37,24 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.fail(f"{SHARED_DATA} is missing: check out ../shared beside the project")
     return SHARED_DATA
+
+
+@pytest.fixture
+def hub_round_trip(tmp_path: Path) -> Callable[..., Dataset]:
+    """Writes a dataset in the hub layout, reads it back and checks that nothing changed
+    (fingerprint, corpus, queries and qrels of every split); returns what was read."""
+
+    from dapr.io import read_dataset, write_dataset  # after the offline settings above
+
+    def round_trip(dataset: Dataset, fmt: str, name: str | None = None) -> Dataset:
+        out = tmp_path / f"hub-{fmt}"
+        write_dataset(dataset, out, fmt)
+        again = read_dataset(out, name)
+        assert again.fingerprint == dataset.fingerprint
+        assert list(again.corpus) == list(dataset.corpus)
+        assert {n: (s.queries, s.qrels) for n, s in again.splits.items()} == {
+            n: (s.queries, s.qrels) for n, s in dataset.splits.items()
+        }
+        return again
+
+    return round_trip

@@ -232,7 +232,7 @@ def test_plain_and_gzip_copies_together_are_refused(small: Path) -> None:
 def test_a_broken_gzip_file_is_named(small: Path) -> None:
     (small / "corpus.jsonl").unlink()
     (small / "corpus.jsonl.gz").write_bytes(b"not gzip at all")
-    with pytest.raises(DataError, match=r"corpus\.jsonl\.gz: not a readable gzip file"):
+    with pytest.raises(DataError, match=r"corpus\.jsonl\.gz: not a complete gzip file"):
         adapter.build(small)
 
 

@@ -9,7 +9,6 @@ import pytest
 
 from dapr.adapters import adapter_of
 from dapr.errors import DataError
-from dapr.io import read_dataset, write_dataset
 
 PASSAGES = {
     "5bc347ff17d488f1704e2893c9e8ecfa": (
@@ -153,16 +152,9 @@ def test_out_of_domain_subset_has_its_own_corpus(source):
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
-def test_hub_round_trip_is_identical(source, tmp_path, fmt):
+def test_hub_round_trip_is_identical(source, hub_round_trip, fmt):
     dataset = _build(source)
-    out = tmp_path / f"hub-{fmt}"
-    write_dataset(dataset, out, fmt)
-    again = read_dataset(out, "DuReader-retrieval")
-    assert again.fingerprint == dataset.fingerprint
-    assert list(again.corpus) == list(dataset.corpus)
-    assert {n: (s.queries, s.qrels) for n, s in again.splits.items()} == {
-        n: (s.queries, s.qrels) for n, s in dataset.splits.items()
-    }
+    again = hub_round_trip(dataset, fmt, "DuReader-retrieval")
     assert (again.notes, again.language, again.relevance_level) == (dataset.notes, "zh", 1)
 
 

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from dapr.errors import DataError
-from dapr.io import read_dataset, write_dataset
 from data_loaders import miracl
 
 SAMPLE = "dapr-dump-sample/MIRACL"
@@ -213,14 +212,8 @@ def test_dropped_judgements_are_noted(built):
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
-def test_hub_layout_round_trip(built, tmp_path: Path, fmt: str):
-    write_dataset(built, tmp_path / fmt, fmt)
-    again = read_dataset(tmp_path / fmt)
-    assert again.fingerprint == built.fingerprint
-    assert list(again.corpus) == list(built.corpus)
-    for name, split in built.splits.items():
-        assert again.splits[name].queries == split.queries
-        assert again.splits[name].qrels == split.qrels
+def test_hub_layout_round_trip(built, hub_round_trip, fmt: str):
+    hub_round_trip(built, fmt)
 
 
 def test_build_is_deterministic(built, source):

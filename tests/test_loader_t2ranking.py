@@ -10,7 +10,6 @@ from dapr.adapters import adapter_of
 from dapr.data import Run
 from dapr.errors import DataError
 from dapr.evaluation import evaluate
-from dapr.io import read_dataset, write_dataset
 
 PASSAGES = {
     "0": "蜂巢快递柜取件时验证码输错了,可以在微信小程序里重新获取取件码。",
@@ -116,16 +115,9 @@ def test_test_split_needs_queries_and_qrels(source):
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
-def test_hub_round_trip_is_identical(source, tmp_path, fmt):
+def test_hub_round_trip_is_identical(source, hub_round_trip, fmt):
     dataset = _build(source)
-    out = tmp_path / f"hub-{fmt}"
-    write_dataset(dataset, out, fmt)
-    again = read_dataset(out, "T2Ranking")
-    assert again.fingerprint == dataset.fingerprint
-    assert list(again.corpus) == list(dataset.corpus)
-    assert {n: (s.queries, s.qrels) for n, s in again.splits.items()} == {
-        n: (s.queries, s.qrels) for n, s in dataset.splits.items()
-    }
+    again = hub_round_trip(dataset, fmt, "T2Ranking")
     assert (again.relevance_level, again.language, again.notes) == (2, "zh", dataset.notes)
 
 

@@ -39,12 +39,17 @@ _KINDS = {
 # --------------------------------------------------------------------------- row sources
 
 
-def text_lines(path: Path, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
-    """Numbered non-blank lines of a text file, gzip-compressed when its name ends in ``.gz``."""
+def text_lines(
+    path: Path, encoding: str = "utf-8", newline: str | None = None
+) -> Iterator[tuple[int, str]]:
+    """Numbered non-blank lines of a text file, gzip-compressed when its name ends in ``.gz``.
+
+    ``newline`` is as for :func:`open`: ``"\\n"`` keeps a lone ``\\r`` inside a line.
+    """
     path = Path(path)
     try:
         opener = gzip.open if path.suffix == ".gz" else open
-        handle = opener(path, "rt", encoding=encoding)  # noqa: SIM115 (closed below)
+        handle = opener(path, "rt", encoding=encoding, newline=newline)  # noqa: SIM115
     except FileNotFoundError:
         raise DataError(f"{path}: no such file; check the path") from None
     with handle:
@@ -66,19 +71,22 @@ def text_lines(path: Path, encoding: str = "utf-8") -> Iterator[tuple[int, str]]
 def jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Numbered JSON objects, one per non-blank line (``*.gz`` too)."""
     for n, line in text_lines(path):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(
-                f"{path}:{n}: invalid JSON ({e.msg} at column {e.colno}); "
-                "write one JSON object per line"
-            ) from None
-        if not isinstance(row, dict):
-            raise DataError(
-                f"{path}:{n}: expected a JSON object, got {show(row)}; "
-                "write one JSON object per line"
-            )
-        yield n, row
+        yield n, json_object(line, f"{path}:{n}")
+
+
+def json_object(line: str, at: str) -> dict[str, Any]:
+    """One line of a JSON lines file (found at ``at``) parsed, checked to be an object."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise DataError(
+            f"{at}: invalid JSON ({e.msg} at column {e.colno}); write one JSON object per line"
+        ) from None
+    if not isinstance(row, dict):
+        raise DataError(
+            f"{at}: expected a JSON object, got {show(row)}; write one JSON object per line"
+        )
+    return row
 
 
 def _parquet_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
