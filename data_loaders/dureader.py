@@ -43,7 +43,7 @@ Checking the collection keeps 8 bytes per passage and 18 per judgement in memory
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -107,6 +107,10 @@ SUBSETS: dict[str, Subset] = {
 # --------------------------------------------------------------------------- the collection
 
 
+PassageReader = Callable[[Path], Iterator[tuple[str, str, str]]]
+"""Reads ``(location, passage id, text)`` rows from a collection file."""
+
+
 def passage_rows(path: Path) -> Iterator[tuple[str, str, str]]:
     """``(location, paragraph_id, paragraph_text)`` of every line of a collection file."""
     for n, row in jsonl_rows(path):
@@ -117,9 +121,22 @@ def passage_rows(path: Path) -> Iterator[tuple[str, str, str]]:
         yield at, pid, required_field(row, "paragraph_text", str, at, _PASSAGE_NEEDS)
 
 
-def _documents(path: Path) -> Iterator[Document]:
-    for _, pid, text in passage_rows(path):
+def passage_documents(read: PassageReader, path: Path) -> Iterator[Document]:
+    """Every passage of a collection as a document of its own (no grouping, no title)."""
+    for _, pid, text in read(path):
         yield Document(pid, "", (Passage(pid, pid, 0, text),))
+
+
+class IdRows:
+    """The ``(location, id)`` rows of a collection, re-read on every iteration."""
+
+    def __init__(self, read: PassageReader, path: Path):
+        self.read = read
+        self.path = path
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        for at, pid, _ in self.read(self.path):
+            yield at, pid
 
 
 def check_id(value: str, at: str, field: str) -> str:
@@ -260,28 +277,17 @@ class DuReaderRetrieval(Adapter):
             splits[split] = Split(*read_queries(path, judged, fallback))
         fix = f"use the {COLLECTION} released with these queries"
         every_qrels = [s.qrels for s in splits.values()]
-        check_collection(_IdRows(collection), collection, judged, every_qrels, fix)
+        check_collection(IdRows(passage_rows, collection), collection, judged, every_qrels, fix)
         notes = [NO_GROUPING]
         if subset != "main" or "dev-en" in splits:
             notes.append(spec.note)
         return Dataset(
             name=NAME if subset == "main" else f"{NAME}-{subset}",
-            corpus=Corpus(partial(_documents, collection)),
+            corpus=Corpus(partial(passage_documents, passage_rows, collection)),
             splits=splits,
             notes=tuple(notes),
             language="zh",
         )
-
-
-class _IdRows:
-    """The ``(location, paragraph_id)`` rows of a collection, re-read on every iteration."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def __iter__(self) -> Iterator[tuple[str, str]]:
-        for at, pid, _ in passage_rows(self.path):
-            yield at, pid
 
 
 def _require(path: Path) -> None:

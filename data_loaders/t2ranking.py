@@ -42,10 +42,16 @@ from functools import partial
 from pathlib import Path
 
 from dapr.adapters import Adapter, RawFile
-from dapr.data import Corpus, Dataset, Document, Passage, Qrels, Queries, Split
+from dapr.data import Corpus, Dataset, Qrels, Queries, Split
 from dapr.errors import DataError
 from dapr.io.rows import add_query, judge, text_lines
-from data_loaders.dureader import JudgedPassages, check_collection, check_id
+from data_loaders.dureader import (
+    IdRows,
+    JudgedPassages,
+    check_collection,
+    check_id,
+    passage_documents,
+)
 
 NAME = "T2Ranking"
 HOME = "https://github.com/THUIR/T2Ranking"
@@ -91,22 +97,6 @@ def tsv_rows(path: Path, columns: int, needs: str) -> Iterator[tuple[str, list[s
 def _passage_rows(path: Path) -> Iterator[tuple[str, str, str]]:
     for at, (pid, text) in tsv_rows(path, 2, "write pid<TAB>passage"):
         yield at, check_id(pid, at, "pid"), text
-
-
-def _documents(path: Path) -> Iterator[Document]:
-    for _, pid, text in _passage_rows(path):
-        yield Document(pid, "", (Passage(pid, pid, 0, text),))
-
-
-class _IdRows:
-    """The ``(location, pid)`` rows of the collection, re-read on every iteration."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def __iter__(self) -> Iterator[tuple[str, str]]:
-        for at, pid, _ in _passage_rows(self.path):
-            yield at, pid
 
 
 def read_queries(path: Path) -> Queries:
@@ -211,10 +201,10 @@ class T2Ranking(Adapter):
         collection = source / COLLECTION
         fix = f"use the {COLLECTION} published with these qrels"
         every_qrels = [s.qrels for s in splits.values()]
-        check_collection(_IdRows(collection), collection, judged, every_qrels, fix)
+        check_collection(IdRows(_passage_rows, collection), collection, judged, every_qrels, fix)
         return Dataset(
             name=NAME,
-            corpus=Corpus(partial(_documents, collection)),
+            corpus=Corpus(partial(passage_documents, _passage_rows, collection)),
             splits=splits,
             relevance_level=RELEVANT_FROM,
             notes=tuple(notes),
