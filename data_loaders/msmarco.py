@@ -63,6 +63,7 @@ from dapr.adapters import Adapter, RawFile
 from dapr.data import Corpus, Dataset, Document, Passage, Split
 from dapr.errors import DataError
 from dapr.io.rows import show, text_lines
+from dapr.io.trec import read_trec_qrels
 from dapr.paths import home
 
 NAME = "MSMARCO"
@@ -460,19 +461,6 @@ def _insert_located(db: sqlite3.Connection, found: list[tuple[int, ...]]) -> int
 # --------------------------------------------------------------------------- splits
 
 
-def _read_ranking_qids(path: Path) -> set[str]:
-    qids = set()
-    for n, line in text_lines(path):
-        fields = line.split()
-        if len(fields) != 4:
-            raise DataError(
-                f"{path}:{n}: expected 4 columns (qid 0 pid grade), found "
-                f"{len(fields)}; use the passage-ranking qrels.dev.small.tsv"
-            )
-        qids.add(fields[0])
-    return qids
-
-
 def _deduplicate(db: sqlite3.Connection) -> None:
     """Within a QnA file, the first passage (file order) of each document span stays."""
     db.execute("CREATE INDEX located_span ON located (file, doc, start, stop)")
@@ -719,7 +707,7 @@ def _build(
         assert docs is not None
         counts = _locate_all(db, docs, max_edits)
         _deduplicate(db)
-        ranking = _read_ranking_qids(ranking_file) if rule == "paper" and ranking_file else None
+        ranking = set(read_trec_qrels(ranking_file)) if rule == "paper" and ranking_file else None
         _assign(db, rule, ranking, seed)
         _remove_overlaps(db)
         splits, ndocs = _write_spill(db, docs, work / "corpus.jsonl.gz")
