@@ -192,8 +192,24 @@ def _plugins(args: argparse.Namespace) -> int:
     from dapr import registry
 
     for reg in (registry.datasets, registry.retrievers, registry.contextualizers, registry.fusers):
-        print(f"{reg.group:<22} {', '.join(reg.names()) or '-'}")
+        rows = reg.sources()
+        print(f"{reg.group} ({len(rows)})")
+        name_width = max((len(r[0]) for r in rows), default=0)
+        dist_width = max((len(r[1]) for r in rows), default=0)
+        for name, dist, target in rows:
+            print(f"  {name:<{name_width}}  {dist:<{dist_width}}  {target}{_presets(reg, name)}")
     return 0
+
+
+def _presets(reg, name: str) -> str:
+    """``  presets: a, b`` for a component that has presets ('' if it has none or cannot load)."""
+    if reg.group != "dapr.retrievers":
+        return ""
+    try:
+        presets = getattr(reg.get(name), "presets", {})
+    except Exception as error:  # noqa: BLE001 - a broken plugin is reported, not fatal
+        return f"  (cannot load: {type(error).__name__}: {str(error).splitlines()[0][:80]})"
+    return f"  presets: {', '.join(sorted(presets))}" if presets else ""
 
 
 if __name__ == "__main__":

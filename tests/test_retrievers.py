@@ -80,17 +80,24 @@ def test_dense_cosine_matches_manual_computation(tmp_path):
         assert run[item] == pytest.approx(float(expected), abs=1e-5)
 
 
-def test_dense_encoding_in_small_chunks_gives_the_same_embeddings(tmp_path, monkeypatch):
+def test_dense_encoding_in_small_shards_gives_the_same_embeddings(tmp_path, monkeypatch):
     from dapr.retrievers import dense
 
     whole = Dense()
     whole.index(ITEMS, tmp_path / "whole")
-    monkeypatch.setattr(dense, "_ENCODE_CHUNK", 2)  # 5 items -> 3 parts, merged in order
-    chunked = Dense()
-    chunked.index(ITEMS, tmp_path / "chunked")
-    assert list(chunked._ids) == [i for i, _ in ITEMS]
-    assert np.allclose(whole._embeddings, chunked._embeddings, atol=1e-6)
-    assert sorted(p.name for p in (tmp_path / "chunked").iterdir()) == [
-        "embeddings.npy",
+    monkeypatch.setattr(dense, "_SHARD", 2)  # 5 items -> 3 shards, searched in order
+    sharded = Dense()
+    sharded.index(ITEMS, tmp_path / "sharded")
+    assert list(sharded._ids) == [i for i, _ in ITEMS]
+    assert [len(s) for s in sharded._shards] == [2, 2, 1]
+    assert np.allclose(np.concatenate(sharded._shards), whole._shards[0], atol=1e-6)
+    assert sorted(p.name for p in (tmp_path / "sharded").iterdir()) == [
         "ids.json",
+        "shard-00000.npy",
+        "shard-00001.npy",
+        "shard-00002.npy",
     ]
+    queries = {"pets": "young feline", "money": "stock exchange crash"}
+    expected = whole.search(queries, 4).to_dict()
+    got = sharded.search(queries, 4).to_dict()
+    assert {q: list(r) for q, r in got.items()} == {q: list(r) for q, r in expected.items()}

@@ -6,30 +6,13 @@ from pathlib import Path
 import pytest
 
 from dapr.cli import main
-from dapr.data import Corpus, Dataset, Split
 from dapr.evaluation import evaluate
-from dapr.io import read_trec_run, write_dataset
+from dapr.io import read_trec_run
 from dapr.retrievers.bm25 import BM25
 from dapr.retrievers.dense import Dense
-from data_loaders.wiki_sample import adapter as wiki_sample
 
 EXPERIMENT = Path(__file__).resolve().parents[1] / "experiments" / "rank_fusion.yaml"
 SYSTEMS = ["bm25-passage", "dense-passage", "bm25-document", "bm25-document+dense-passage"]
-
-
-@pytest.fixture(scope="module")
-def wiki_slice(tmp_path_factory) -> tuple[Path, Split]:
-    """The 12 shortest articles of wiki-sample and the test queries judged inside them."""
-    wiki = wiki_sample.load()
-    documents = sorted(wiki.corpus, key=lambda d: len(d.passages))[:12]
-    inside = {p.id for d in documents for p in d.passages}
-    test = wiki.split("test")
-    kept = [q for q, judged in test.qrels.items() if judged.keys() <= inside]
-    split = Split({q: test.queries[q] for q in kept}, {q: test.qrels[q] for q in kept})
-    assert len(kept) >= 5
-    path = tmp_path_factory.mktemp("data") / "wiki-slice"
-    write_dataset(Dataset("wiki-slice", Corpus(documents), {"test": split}), path)
-    return path, split
 
 
 def _run(dataset: Path, out: Path) -> int:

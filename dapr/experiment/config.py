@@ -24,6 +24,8 @@ class RetrieverSpec:
     level: str = "passage"
     args: dict[str, Any] = field(default_factory=dict)
     contextualizer: str | None = None
+    first_stage: str | None = None
+    """For a reranker: the system of the experiment whose run it re-scores."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,13 @@ _KIND = {
     list: "a list",
     (str, type(None)): "a string or null",
 }
-_RETRIEVER = {"name": str, "level": str, "args": dict, "contextualizer": (str, type(None))}
+_RETRIEVER = {
+    "name": str,
+    "level": str,
+    "args": dict,
+    "contextualizer": (str, type(None)),
+    "first_stage": str,
+}
 _FUSION = {"name": str, "document": str, "passage": str, "args": dict}
 
 
@@ -114,10 +122,9 @@ def validate(raw: dict, path: Path) -> Experiment:
     metrics = tuple(raw.get("metrics", DEFAULT_METRICS))
     for m in metrics:
         _wrap(path, "metrics", lambda m=m: parse_metric(str(m)))
-    retrievers = {
-        system: _retriever(spec, path, f"retrievers.{system}")
-        for system, spec in raw["retrievers"].items()
-    }
+    retrievers: dict[str, RetrieverSpec] = {}
+    for system, spec in raw["retrievers"].items():
+        retrievers[system] = _retriever(spec, path, f"retrievers.{system}", retrievers)
     fusion = {
         system: _fusion(spec, path, f"fusion.{system}", retrievers)
         for system, spec in raw.get("fusion", {}).items()
@@ -140,15 +147,25 @@ def validate(raw: dict, path: Path) -> Experiment:
     )
 
 
-def _retriever(spec: Any, path: Path, where: str) -> RetrieverSpec:
+def _retriever(
+    spec: Any, path: Path, where: str, earlier: dict[str, RetrieverSpec]
+) -> RetrieverSpec:
     _check_fields(spec, _RETRIEVER, path, where)
     if "name" not in spec:
         raise ConfigError(f"{path}: {where}: missing key 'name' (a registered retriever)")
-    level = spec.get("level", "passage")
+    first_stage = spec.get("first_stage")
+    default_level = earlier[first_stage].level if first_stage in earlier else "passage"
+    level = spec.get("level", default_level)
     if level not in LEVELS:
         raise ConfigError(f"{path}: {where}.level: {level!r} is not one of: {', '.join(LEVELS)}")
     factory = _wrap(path, f"{where}.name", lambda: registry.retrievers.get(spec["name"]))
-    _check_args(factory, spec.get("args", {}), path, f"{where}.args")
+    _check_stage(factory, spec["name"], first_stage, level, earlier, path, where)
+    args = _wrap(
+        path,
+        f"{where}.args.preset",
+        lambda: registry.with_preset(spec["name"], factory, spec.get("args", {}), level),
+    )
+    _check_args(factory, args, path, f"{where}.args")
     contextualizer = spec.get("contextualizer")
     if contextualizer is not None:
         if level == "document":
@@ -157,7 +174,43 @@ def _retriever(spec: Any, path: Path, where: str) -> RetrieverSpec:
                 "remove it or set level: passage"
             )
         _wrap(path, f"{where}.contextualizer", lambda: registry.contextualizers.get(contextualizer))
-    return RetrieverSpec(spec["name"], level, spec.get("args", {}), contextualizer)
+    return RetrieverSpec(spec["name"], level, args, contextualizer, first_stage)
+
+
+def _check_stage(
+    factory: Any,
+    name: str,
+    first_stage: str | None,
+    level: str,
+    earlier: dict[str, RetrieverSpec],
+    path: Path,
+    where: str,
+) -> None:
+    """A reranker needs a ``first_stage`` system defined before it, at the same level; a
+    retriever takes none."""
+    reranks = callable(getattr(factory, "rerank", None))
+    if reranks and first_stage is None:
+        raise ConfigError(
+            f"{path}: {where}: {name!r} re-ranks another system's run; add first_stage: <system> "
+            f"naming one of: {', '.join(earlier) or 'none defined before it'}"
+        )
+    if not reranks and first_stage is not None:
+        raise ConfigError(
+            f"{path}: {where}.first_stage: {name!r} is a first-stage retriever, not a reranker; "
+            "remove first_stage"
+        )
+    if first_stage is None:
+        return
+    if first_stage not in earlier:
+        raise ConfigError(
+            f"{path}: {where}.first_stage: {first_stage!r} is not a system defined before it; "
+            f"choose from: {', '.join(earlier) or 'none'}"
+        )
+    if earlier[first_stage].level != level:
+        raise ConfigError(
+            f"{path}: {where}.level: a reranker works at the level of its first stage "
+            f"{first_stage!r} ({earlier[first_stage].level}); remove level or set it to that"
+        )
 
 
 def _fusion(spec: Any, path: Path, where: str, systems: dict[str, RetrieverSpec]) -> FusionSpec:

@@ -72,42 +72,73 @@ class Runner:
     ) -> Run:
         dataset = outcome.dataset
         factory = registry.retrievers.get(spec.name)
-        args = _with_language(factory, spec.args, dataset.language)
+        component = factory(**_with_language(factory, spec.args, dataset.language))
         contextualizer = (
             registry.contextualizers.get(spec.contextualizer)() if spec.contextualizer else None
         )
-        index_key = content_key(
+        made_by = (
             spec.name,
             getattr(factory, "version", "0"),
-            args,
+            _identity(component, spec.args),
             spec.level,
             spec.contextualizer,
             getattr(contextualizer, "version", None),
-            dataset.corpus.fingerprint,
         )
+        if spec.first_stage:
+            return self._rerank(outcome, system, spec, component, contextualizer, made_by, queries)
+        index_key = content_key(*made_by, dataset.corpus.fingerprint)
         run_key = content_key(index_key, _queries_hash(queries), self.experiment.depth)
         outcome.keys[system] = run_key
         if self.cache.has("runs", run_key):
             outcome.steps.append(Step("search", system, "cached", 0.0))
             return Run.load(self.cache.path("runs", run_key) / "run.npz")
 
-        retriever = factory(**args)
         started = time.perf_counter()
         if self.cache.has("indexes", index_key):
             status = "cached"
         else:
             items = _items(dataset, spec.level, contextualizer, system)
             with self.cache.writing("indexes", index_key) as store:
-                retriever.index(items, store)
+                component.index(items, store)
             status = "computed"
-        retriever.load(self.cache.path("indexes", index_key))
+        component.load(self.cache.path("indexes", index_key))
         outcome.steps.append(Step("index", system, status, time.perf_counter() - started))
 
         started = time.perf_counter()
-        run = retriever.search(queries, self.experiment.depth)
+        run = component.search(queries, self.experiment.depth)
         with self.cache.writing("runs", run_key) as entry:
             run.save(entry / "run.npz")
         outcome.steps.append(Step("search", system, "computed", time.perf_counter() - started))
+        return run
+
+    def _rerank(
+        self,
+        outcome: Outcome,
+        system: str,
+        spec: RetrieverSpec,
+        reranker,
+        contextualizer,
+        made_by: tuple,
+        queries: Queries,
+    ) -> Run:
+        """Re-score the run of ``spec.first_stage`` with the texts of its items."""
+        key = content_key(*made_by, outcome.keys[spec.first_stage])
+        outcome.keys[system] = key
+        if self.cache.has("runs", key):
+            outcome.steps.append(Step("rerank", system, "cached", 0.0))
+            return Run.load(self.cache.path("runs", key) / "run.npz")
+        started = time.perf_counter()
+        first = outcome.runs[spec.first_stage]
+        needed = _head_items(first, getattr(reranker, "top_k", None))
+        texts = {
+            item: text
+            for item, text in _items(outcome.dataset, spec.level, contextualizer, system)
+            if item in needed
+        }
+        run = reranker.rerank(queries, first, texts)
+        with self.cache.writing("runs", key) as entry:
+            run.save(entry / "run.npz")
+        outcome.steps.append(Step("rerank", system, "computed", time.perf_counter() - started))
         return run
 
     def _fuse(self, outcome: Outcome, system: str, spec: FusionSpec) -> Run:
@@ -132,6 +163,25 @@ class Runner:
             fused.save(entry / "run.npz")
         outcome.steps.append(Step("fuse", system, "computed", time.perf_counter() - started))
         return fused
+
+
+def _identity(component: object, args: dict) -> object:
+    """What determines a component's output (its ``identity()``), else its arguments."""
+    identity = getattr(component, "identity", None)
+    return identity() if callable(identity) else args
+
+
+def _head_items(run: Run, k: int | None) -> set[str]:
+    """The ids of the items ranked in the first ``k`` (all when ``k`` is None) of any query."""
+    if k is None:
+        codes = run.items
+    else:
+        starts = run.offsets[:-1]
+        lengths = np.minimum(np.diff(run.offsets), k)
+        codes = np.concatenate(
+            [run.items[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist())] or [[]]
+        ).astype(np.int64)
+    return set(run.vocab[np.unique(codes)].tolist())
 
 
 def _with_language(factory: object, args: dict, language: str) -> dict:

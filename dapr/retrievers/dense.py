@@ -1,4 +1,11 @@
-"""Dense retrieval with sentence-transformers: exact top-k over on-disk embeddings."""
+"""Dense retrieval with sentence-transformers: exact top-k over memory-mapped embedding shards.
+
+The corpus is encoded chunk by chunk into ``shard-NNNNN.npy`` files (float32), on every visible
+GPU when there are several; search maps the shards back and scores them block by block (see
+:mod:`dapr.retrievers.exact`), so neither encoding nor search holds the corpus in memory. The
+shards live in the index store, whose cache key is the model's name and revision, its pooling and
+length, the corpus fingerprint and the contextualizer: an encoded corpus is never encoded again.
+"""
 
 from __future__ import annotations
 
@@ -6,26 +13,55 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from dapr.data import Run
-from dapr.models import sentence_transformer
+from dapr.models import revision, sentence_transformer
+from dapr.registry import Preset
+from dapr.retrievers.exact import TopK, use_all_cores
 
-_ENCODE_CHUNK = 1024
-"""Items encoded (and written to one part file) between two progress updates."""
+_SHARD = 16_384
+"""Items encoded in one call and written to one shard file."""
+
+PRESETS = {
+    "dragon_plus": Preset(
+        {
+            "query_model": "facebook/dragon-plus-query-encoder",
+            "document_model": "facebook/dragon-plus-context-encoder",
+            "pooling": "cls",
+            "similarity": "dot",
+        },
+        levels=("passage",),
+        about="DRAGON+ (Lin et al., 2023): the paper's dense passage retriever",
+    ),
+    "jinav2": Preset(
+        {
+            "model": "jinaai/jina-embeddings-v2-base-en",
+            "pooling": "mean",
+            "similarity": "cosine",
+            "max_length": 8192,
+            "trust_remote_code": True,
+        },
+        levels=("document",),
+        about="Jina embeddings v2 (8,192 tokens): long-document retrieval (paper Appendix D)",
+    ),
+}
 
 
 class Dense:
     """A bi-encoder: one ``model`` for both sides, or a ``query_model`` and a ``document_model``
     (DRAGON+ style). Pooling and similarity are the model's own unless overridden.
 
-    Embeddings are written to the index store in chunks, and search scores the corpus block by
-    block, so memory stays bounded by ``block_size`` whatever the corpus size.
+    ``batch_size``, ``block_size`` (items scored at once), ``query_batch`` (queries scored at
+    once), ``device`` and ``devices`` (a list encodes with one process per device; by default
+    every GPU when there are several) change speed and memory, never the results.
     """
 
-    version = "1"
+    version = "2"
+    presets = PRESETS
 
     def __init__(
         self,
@@ -34,92 +70,121 @@ class Dense:
         document_model: str | None = None,
         pooling: str | None = None,
         similarity: str | None = None,
+        max_length: int | None = None,
+        revision: str | None = None,
+        trust_remote_code: bool = False,
         batch_size: int = 64,
-        block_size: int = 65536,
+        block_size: int = 65_536,
+        query_batch: int = 1024,
         device: str | None = None,
+        devices: list[str] | None = None,
     ):
         self.query_name = query_model or model
         self.document_name = document_model or model
         self.pooling = pooling
         self.similarity = similarity
+        self.max_length = max_length
+        self.revision = revision
+        self.trust_remote_code = trust_remote_code
         self.batch_size = batch_size
         self.block_size = block_size
+        self.query_batch = query_batch
         self.device = device
-        self._models: dict[str, object] = {}
-        self._embeddings: np.ndarray | None = None
+        self.devices = devices
+        self._models: dict[str, Any] = {}
+        self._shards: list[np.ndarray] = []
         self._ids: np.ndarray | None = None
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "query_model": self.query_name,
+            "query_revision": revision(self.query_name, self.revision),
+            "document_model": self.document_name,
+            "document_revision": revision(self.document_name, self.revision),
+            "pooling": self.pooling,
+            "similarity": self.similarity,
+            "max_length": self.max_length,
+        }
 
     def _model(self, name: str):
         if name not in self._models:
-            self._models[name] = sentence_transformer(
-                name, self.pooling, self.similarity, self.device
+            options: dict[str, Any] = {"trust_remote_code": self.trust_remote_code}
+            if self.revision:
+                options["revision"] = self.revision
+            encoder = sentence_transformer(
+                name, self.pooling, self.similarity, self.device, **options
             )
+            if self.max_length:
+                encoder.max_seq_length = self.max_length
+            self._models[name] = encoder
         return self._models[name]
 
     def index(self, items: Iterable[tuple[str, str]], store: Path) -> None:
         encoder = self._model(self.document_name)
         store.mkdir(parents=True, exist_ok=True)
+        pool = _start_pool(encoder, self.devices)
         ids: list[str] = []
-        parts = []
         progress = tqdm(desc=f"encoding with {self.document_name}", unit=" items", delay=1)
-        for n, chunk in enumerate(_chunks(items, _ENCODE_CHUNK)):
-            ids.extend(item_id for item_id, _ in chunk)
-            vectors = encoder.encode_document(
-                [text for _, text in chunk], batch_size=self.batch_size, convert_to_numpy=True
-            )
-            part = store / f"part-{n:05d}.npy"
-            np.save(part, vectors.astype(np.float32))
-            parts.append(part)
-            progress.update(len(chunk))
-        progress.close()
-        dim = encoder.get_sentence_embedding_dimension()
-        matrix = np.lib.format.open_memmap(
-            store / "embeddings.npy", mode="w+", dtype=np.float32, shape=(len(ids), dim)
-        )
-        start = 0
-        for part in parts:
-            block = np.load(part)
-            matrix[start : start + len(block)] = block
-            start += len(block)
-            part.unlink()
-        matrix.flush()
-        del matrix
+        try:
+            for n, chunk in enumerate(_chunks(items, _SHARD)):
+                vectors = encoder.encode_document(
+                    [text for _, text in chunk],
+                    batch_size=self.batch_size,
+                    convert_to_numpy=True,
+                    pool=pool,
+                )
+                np.save(store / f"shard-{n:05d}.npy", np.asarray(vectors, dtype=np.float32))
+                ids.extend(item_id for item_id, _ in chunk)
+                progress.update(len(chunk))
+        finally:
+            progress.close()
+            if pool is not None:
+                encoder.stop_multi_process_pool(pool)
         (store / "ids.json").write_text(json.dumps(ids))
         self.load(store)
 
     def load(self, store: Path) -> None:
-        self._embeddings = np.load(store / "embeddings.npy", mmap_mode="r")
+        self._shards = [np.load(p, mmap_mode="r") for p in sorted(store.glob("shard-*.npy"))]
         self._ids = np.array(json.loads((store / "ids.json").read_text()), dtype=object)
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         import torch
 
-        if self._embeddings is None or self._ids is None:
+        if self._ids is None:
             raise RuntimeError("Dense.search called before index() or load()")
+        use_all_cores()
         qids = list(queries)
         encoder = self._model(self.query_name)
-        q = encoder.encode_query(
-            [queries[i] for i in qids],
+        vectors = encoder.encode_query(
+            [queries[q] for q in qids],
             batch_size=self.batch_size,
             convert_to_tensor=True,
             show_progress_bar=len(qids) > 1000,
         )
-        q = q.float().cpu()
-        depth = min(k, len(self._ids))
-        best_scores = torch.full((len(qids), 0), float("-inf"))
-        best_items = torch.zeros((len(qids), 0), dtype=torch.long)
-        for start in range(0, len(self._ids), self.block_size):
-            block = torch.from_numpy(np.array(self._embeddings[start : start + self.block_size]))
-            scores = encoder.similarity(q, block).float()
-            top = torch.topk(scores, min(depth, scores.shape[1]), dim=1)
-            best_scores = torch.cat([best_scores, top.values], dim=1)
-            best_items = torch.cat([best_items, top.indices + start], dim=1)
-            keep = torch.topk(best_scores, min(depth, best_scores.shape[1]), dim=1)
-            best_scores = keep.values
-            best_items = torch.gather(best_items, 1, keep.indices)
-        return Run.from_lists(
-            qids, list(best_items.numpy()), list(best_scores.double().numpy()), self._ids
-        )
+        vectors = vectors.float().cpu()
+        batches = list(torch.split(vectors, self.query_batch)) if len(qids) else []
+        tops = [TopK(len(batch), min(k, len(self._ids))) for batch in batches]
+        offset = 0
+        for shard in self._shards:
+            for start in range(0, len(shard), self.block_size):
+                rows = shard[start : start + self.block_size]
+                block = torch.from_numpy(np.array(rows, dtype=np.float32))
+                for batch, top in zip(batches, tops):
+                    top.add(encoder.similarity(batch, block), offset + start)
+            offset += len(shard)
+        return TopK.merge(tops, qids, self._ids)
+
+
+def _start_pool(encoder, devices: list[str] | None):
+    """A multi-process encoding pool over ``devices``, or over every GPU when there are
+    several; None (encode in this process) otherwise."""
+    import torch
+
+    if devices is None and torch.cuda.is_available() and torch.cuda.device_count() > 1:
+        devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if not devices or len(devices) < 2:
+        return None
+    return encoder.start_multi_process_pool(target_devices=list(devices))
 
 
 def _chunks(items: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:

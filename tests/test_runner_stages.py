@@ -1,0 +1,153 @@
+"""The runner's cache keys follow a component's identity(); rerankers re-score a first stage."""
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dapr import registry
+from dapr.data import Run
+from dapr.errors import ConfigError
+from dapr.experiment.cache import Cache
+from dapr.experiment.config import load
+from dapr.experiment.runner import Runner
+
+
+class Counting:
+    """Ranks items by how often the query's first letter occurs in them; ``speed`` is a pure
+    speed setting, so it is not part of identity()."""
+
+    version = "1"
+    indexed = 0
+
+    def __init__(self, weight: float = 1.0, speed: int = 1):
+        self.weight = weight
+        self.speed = speed
+
+    def identity(self) -> dict:
+        return {"weight": self.weight}
+
+    def index(self, items, store: Path) -> None:
+        Counting.indexed += 1
+        self._items = list(items)
+
+    def load(self, store: Path) -> None:
+        pass
+
+    def search(self, queries: Mapping[str, str], k: int) -> Run:
+        ids = np.array([i for i, _ in self._items], dtype=object)
+        rows = [
+            np.array([t.lower().count(q[0].lower()) * self.weight for _, t in self._items])
+            for q in queries.values()
+        ]
+        codes = [np.argsort(-r, kind="stable")[:k] for r in rows]
+        return Run.from_lists(list(queries), codes, [r[c] for r, c in zip(rows, codes)], ids)
+
+
+class ByLength:
+    """A reranker: the shorter the text, the better; it records the texts it was given."""
+
+    version = "1"
+    seen: list[set[str]] = []
+
+    def __init__(self, top_k: int = 3):
+        self.top_k = top_k
+
+    def rerank(self, queries, run: Run, texts: Mapping[str, str]) -> Run:
+        ByLength.seen.append(set(texts))
+        ranked = {}
+        for qid, items in run.to_dict().items():
+            head = list(items)[: self.top_k]
+            ranked[qid] = {item: -float(len(texts[item])) for item in head}
+        return Run.from_dict(ranked)
+
+
+@pytest.fixture
+def components():
+    registry.retrievers.add("counting", Counting)
+    registry.retrievers.add("by-length", ByLength)
+    Counting.indexed = 0
+    ByLength.seen.clear()
+    yield
+    registry.retrievers._extra.clear()
+
+
+def _experiment(tmp_path: Path, dataset: Path, body: str, overrides=()):
+    path = tmp_path / "exp.yaml"
+    path.write_text(f"dataset: {dataset}\nmetrics: [nDCG@10]\n" + body)
+    return load(path, list(overrides))
+
+
+FIRST = "retrievers:\n  count: {name: counting}\n"
+
+
+def test_speed_settings_reuse_the_index_and_identity_changes_rebuild_it(
+    components, wiki_slice, tmp_path
+):
+    dataset, _ = wiki_slice
+    cache = Cache(tmp_path / "cache")
+    Runner(_experiment(tmp_path, dataset, FIRST), cache).run()
+    faster = _experiment(tmp_path, dataset, FIRST, ["retrievers.count.args.speed=8"])
+    steps = Runner(faster, cache).run().steps
+    assert [(s.kind, s.status) for s in steps] == [("search", "cached")]
+    heavier = _experiment(tmp_path, dataset, FIRST, ["retrievers.count.args.weight=2"])
+    steps = Runner(heavier, cache).run().steps
+    assert [(s.kind, s.status) for s in steps] == [("index", "computed"), ("search", "computed")]
+    assert Counting.indexed == 2
+
+
+RERANK = FIRST + "  short: {name: by-length, first_stage: count, args: {top_k: 2}}\n"
+
+
+def test_a_reranker_rescores_the_head_of_its_first_stage(components, wiki_slice, tmp_path):
+    dataset, split = wiki_slice
+    cache = Cache(tmp_path / "cache")
+    outcome = Runner(_experiment(tmp_path, dataset, RERANK), cache).run()
+    first, reranked = outcome.runs["count"].to_dict(), outcome.runs["short"].to_dict()
+    head = {item for items in first.values() for item in list(items)[:2]}
+    assert ByLength.seen == [head]  # only the texts of each query's top 2
+    for qid, items in first.items():
+        assert set(reranked[qid]) == set(list(items)[:2])
+        scores = list(reranked[qid].values())
+        assert scores == sorted(scores, reverse=True)
+    assert outcome.levels["short"] == "passage"
+    assert set(outcome.evaluations) == {"count", "short"}
+    steps = Runner(_experiment(tmp_path, dataset, RERANK), cache).run().steps
+    assert ("rerank", "short", "cached") in [(s.kind, s.system, s.status) for s in steps]
+    assert len(ByLength.seen) == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            FIRST + "  short: {name: by-length}\n",
+            "retrievers.short: 'by-length' re-ranks another system's run; add first_stage: "
+            "<system> naming one of: count",
+        ),
+        (
+            FIRST + "  again: {name: counting, first_stage: count}\n",
+            "retrievers.again.first_stage: 'counting' is a first-stage retriever, not a reranker",
+        ),
+        (
+            FIRST + "  short: {name: by-length, first_stage: cuont}\n",
+            "retrievers.short.first_stage: 'cuont' is not a system defined before it; "
+            "choose from: count",
+        ),
+        (
+            FIRST + "  short: {name: by-length, first_stage: count, level: document}\n",
+            "retrievers.short.level: a reranker works at the level of its first stage 'count'",
+        ),
+        (
+            "retrievers:\n  d: {name: dense, args: {preset: jinav2}}\n",
+            "retrievers.d.args.preset: preset 'jinav2' of retriever 'dense' is for "
+            "document-level retrieval, not passage",
+        ),
+    ],
+)
+def test_stage_and_preset_mistakes_are_one_line(components, wiki_slice, tmp_path, body, message):
+    dataset, _ = wiki_slice
+    with pytest.raises(ConfigError) as error:
+        _experiment(tmp_path, dataset, body)
+    assert message in str(error.value) and "\n" not in str(error.value)
