@@ -196,8 +196,10 @@ def _plugins(args: argparse.Namespace) -> int:
         print(f"{reg.group} ({len(rows)})")
         name_width = max((len(r[0]) for r in rows), default=0)
         dist_width = max((len(r[1]) for r in rows), default=0)
+        target_width = max((len(r[2]) for r in rows), default=0)
         for name, dist, target in rows:
-            print(f"  {name:<{name_width}}  {dist:<{dist_width}}  {target}{_presets(reg, name)}")
+            line = f"  {name:<{name_width}}  {dist:<{dist_width}}  {target:<{target_width}}"
+            print((line + _presets(reg, name)).rstrip())
     return 0
 
 

@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 from dapr.data import Run
 from dapr.models import revision, sentence_transformer
 from dapr.registry import Preset
-from dapr.retrievers.exact import TopK, use_all_cores
+from dapr.retrievers.exact import TopK, search_shards
 
 _SHARD = 16_384
 """Items encoded in one call and written to one shard file."""
@@ -148,12 +148,11 @@ class Dense:
         self._ids = np.array(json.loads((store / "ids.json").read_text()), dtype=object)
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
-        import torch
-
         if self._ids is None:
             raise RuntimeError("Dense.search called before index() or load()")
-        use_all_cores()
         qids = list(queries)
+        if not qids:
+            return Run.from_lists([], [], [], self._ids)
         encoder = self._model(self.query_name)
         vectors = encoder.encode_query(
             [queries[q] for q in qids],
@@ -161,17 +160,14 @@ class Dense:
             convert_to_tensor=True,
             show_progress_bar=len(qids) > 1000,
         )
-        vectors = vectors.float().cpu()
-        batches = list(torch.split(vectors, self.query_batch)) if len(qids) else []
-        tops = [TopK(len(batch), min(k, len(self._ids))) for batch in batches]
-        offset = 0
-        for shard in self._shards:
-            for start in range(0, len(shard), self.block_size):
-                rows = shard[start : start + self.block_size]
-                block = torch.from_numpy(np.array(rows, dtype=np.float32))
-                for batch, top in zip(batches, tops):
-                    top.add(encoder.similarity(batch, block), offset + start)
-            offset += len(shard)
+        tops = search_shards(
+            vectors.float().cpu(),
+            self._shards,
+            k,
+            encoder.similarity,
+            self.block_size,
+            self.query_batch,
+        )
         return TopK.merge(tops, qids, self._ids)
 
 

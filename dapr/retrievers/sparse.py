@@ -1,0 +1,270 @@
+"""Learned sparse retrieval with SPLADE, through sentence-transformers' ``SparseEncoder``.
+
+SPLADE (Formal et al., SIGIR 2021) reads a text with BERT and keeps its masked-language-model
+head: for every input token the head gives a logit for each of the ~30k vocabulary terms. The
+text's weight for a term is the largest ``log(1 + relu(logit))`` over its tokens (max pooling,
+introduced with SPLADE v2), so a text becomes a vector over the vocabulary with a few hundred
+non-zero weights: the words it contains, re-weighted, plus related words it does not contain
+(expansion). A query and a text are scored by the dot product of their vectors. The checkpoint
+the DAPR paper calls SPLADEv2 is ``naver/splade-cocondenser-ensembledistil`` (SPLADE++, Formal
+et al., SIGIR 2022: CoCondenser initialisation, distilled from an ensemble of cross-encoders),
+one encoder for queries and passages, up to 512 tokens each.
+
+Index: the corpus is encoded chunk by chunk, and each chunk is written as one shard, a
+``scipy.sparse`` matrix (documents x vocabulary, float32) stored column-wise, which read
+transposed is an inverted index (for each term, the documents holding it). Search is exact: the
+queries (a CSR matrix) times a shard's inverted index gives the queries' scores on the shard's
+documents, touching only the documents that share a term with a query. Batches of queries are
+scored on separate threads (scipy's sparse product releases the GIL but is single-threaded) and
+the best ``k`` items are merged block by block (see :mod:`dapr.retrievers.exact`), so the score
+matrix of all queries against the corpus is never held. Items that share no active term with a
+query (score 0) are not returned, as with BM25.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from dapr.data import Run
+from dapr.errors import DaprError
+from dapr.models import load, revision
+from dapr.registry import Preset
+from dapr.retrievers.exact import TopK, use_all_cores
+
+_SHARD = 16_384
+"""Items encoded in one call and written to one shard file."""
+
+PRESETS = {
+    "spladev2": Preset(
+        {"model": "naver/splade-cocondenser-ensembledistil", "max_length": 512},
+        about="SPLADE++ CoCondenser-EnsembleDistil (Formal et al., 2022): the paper's SPLADEv2",
+    ),
+}
+
+
+class Sparse:
+    """A SPLADE encoder: one ``model`` for both sides, or a ``query_model`` and a
+    ``document_model``; ``max_length`` tokens per text (the model's own when None).
+
+    ``batch_size`` (texts per forward pass), ``block_size`` (items scored at once),
+    ``query_batch`` (queries per sparse product, at most; the queries are split among the
+    cores), ``device`` and ``devices`` (a list encodes with one process per device; by default
+    every GPU when there are several) change speed and memory, never the results. Search holds
+    about ``12 * query_batch * block_size`` bytes per core (dense scores, the sparse product
+    they come from, the running top ``k``) besides one shard of the index.
+    """
+
+    version = "1"
+    presets = PRESETS
+
+    def __init__(
+        self,
+        model: str = "naver/splade-cocondenser-ensembledistil",
+        query_model: str | None = None,
+        document_model: str | None = None,
+        max_length: int | None = None,
+        batch_size: int = 32,
+        block_size: int = _SHARD,
+        query_batch: int = 1024,
+        device: str | None = None,
+        devices: list[str] | None = None,
+    ):
+        for name, value in (
+            ("max_length", max_length),
+            ("batch_size", batch_size),
+            ("block_size", block_size),
+            ("query_batch", query_batch),
+        ):
+            if value is not None and value < 1:
+                raise DaprError(f"retriever 'sparse': {name} must be at least 1, got {value}")
+        self.query_name = query_model or model
+        self.document_name = document_model or model
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.block_size = block_size
+        self.query_batch = query_batch
+        self.device = device
+        self.devices = devices
+        self._models: dict[str, Any] = {}
+        self._shards: list[Path] = []
+        self._ids: np.ndarray | None = None
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "query_model": self.query_name,
+            "query_revision": revision(self.query_name),
+            "document_model": self.document_name,
+            "document_revision": revision(self.document_name),
+            "max_length": self.max_length,
+        }
+
+    def _model(self, name: str):
+        if name not in self._models:
+            try:
+                from sentence_transformers import SparseEncoder
+            except ImportError:
+                raise DaprError(
+                    "retriever 'sparse' needs sentence-transformers 5 or later; "
+                    'install it with: pip install "dapr[sparse]"'
+                ) from None
+            encoder = load(SparseEncoder, name, device=self.device)
+            if self.max_length is not None:
+                config = getattr(encoder.transformers_model, "config", None)
+                limit = getattr(config, "max_position_embeddings", None)
+                if limit is not None and self.max_length > limit:
+                    raise DaprError(
+                        f"retriever 'sparse': max_length {self.max_length} exceeds the "
+                        f"{limit} positions of model {name!r}; set max_length to {limit} or less"
+                    )
+                encoder.max_seq_length = self.max_length
+            self._models[name] = encoder
+        return self._models[name]
+
+    def index(self, items: Iterable[tuple[str, str]], store: Path) -> None:
+        import scipy.sparse as sp
+
+        encoder = self._model(self.document_name)
+        store.mkdir(parents=True, exist_ok=True)
+        for old in store.glob("shard-*.npz"):
+            old.unlink()
+        pool = _start_pool(encoder, self.devices)
+        ids: list[str] = []
+        progress = tqdm(desc=f"encoding with {self.document_name}", unit=" items", delay=1)
+        try:
+            for n, chunk in enumerate(_chunks(items, _SHARD)):
+                vectors = encoder.encode_document(
+                    [text for _, text in chunk],
+                    batch_size=self.batch_size,
+                    save_to_cpu=True,
+                    pool=pool,
+                )
+                matrix = _to_scipy(vectors)
+                sp.save_npz(store / f"shard-{n:05d}.npz", matrix.tocsc(), compressed=False)
+                ids.extend(item_id for item_id, _ in chunk)
+                progress.update(len(chunk))
+        finally:
+            progress.close()
+            if pool is not None:
+                encoder.stop_multi_process_pool(pool)
+        (store / "ids.json").write_text(json.dumps(ids))
+        self.load(store)
+
+    def load(self, store: Path) -> None:
+        self._shards = sorted(store.glob("shard-*.npz"))
+        self._ids = np.array(json.loads((store / "ids.json").read_text()), dtype=object)
+
+    def search(self, queries: Mapping[str, str], k: int) -> Run:
+        import scipy.sparse as sp
+
+        if self._ids is None:
+            raise RuntimeError("Sparse.search called before index() or load()")
+        qids = list(queries)
+        depth = min(k, len(self._ids))
+        if not qids or depth < 1:
+            empty = [np.zeros(0, dtype=np.int64)] * len(qids)
+            return Run.from_lists(qids, empty, empty, self._ids)
+        use_all_cores()
+        encoder = self._model(self.query_name)
+        matrix = _to_scipy(
+            encoder.encode_query(
+                [queries[q] for q in qids],
+                batch_size=self.batch_size,
+                save_to_cpu=True,
+                show_progress_bar=len(qids) > 1000,
+            )
+        )
+        dim = matrix.shape[1]
+        cores = _cores()
+        size = min(self.query_batch, -(-len(qids) // cores))
+        batches = [matrix[start : start + size] for start in range(0, len(qids), size)]
+        tops = [TopK(batch.shape[0], depth) for batch in batches]
+        offset = 0
+        with ThreadPoolExecutor(max_workers=min(cores, len(batches))) as threads:
+            for path in self._shards:
+                inverted = sp.load_npz(path).T.tocsr()  # vocabulary x documents: free from CSC
+                if inverted.shape[0] != dim:
+                    raise DaprError(
+                        f"{path}: this SPLADE index has {inverted.shape[0]} vocabulary terms but "
+                        f"query model {self.query_name!r} has {dim}; use the index's own model"
+                    )
+                for start in range(0, inverted.shape[1], self.block_size):
+                    block = _columns(inverted, start, self.block_size)
+                    list(threads.map(_scorer(block, offset + start), batches, tops))
+                offset += inverted.shape[1]
+        return _matching(tops, qids, self._ids)
+
+
+def _scorer(block, offset: int):
+    """Scores a batch of queries on ``block`` (vocabulary x items) into its TopK."""
+    import torch
+
+    def score(batch, top: TopK) -> None:
+        top.add(torch.from_numpy((batch @ block).toarray()), offset)
+
+    return score
+
+
+def _matching(tops: Sequence[TopK], qids: Sequence[str], ids: np.ndarray) -> Run:
+    """The run of the TopKs of consecutive query batches, without items scored 0 (sharing no
+    active term with the query): zeros only fill a TopK when fewer items match, so dropping
+    them at the end is the same as never scoring them, and cheaper than masking every block."""
+    items: list[np.ndarray] = []
+    scores: list[np.ndarray] = []
+    for top in tops:
+        for codes, values in zip(*top.rows()):
+            keep = values > 0
+            items.append(codes[keep])
+            scores.append(values[keep])
+    return Run.from_lists(qids, items, scores, ids)
+
+
+def _columns(matrix, start: int, size: int):
+    """Columns ``start .. start + size`` of a CSR matrix; the matrix itself when that is all."""
+    if start == 0 and size >= matrix.shape[1]:
+        return matrix
+    return matrix[:, start : start + size]
+
+
+def _to_scipy(vectors):
+    """A torch tensor (sparse COO, or dense) of texts x vocabulary as a float32 scipy CSR
+    matrix."""
+    import scipy.sparse as sp
+
+    vectors = vectors.coalesce() if vectors.is_sparse else vectors.to_sparse().coalesce()
+    rows, cols = vectors.indices().cpu().numpy()
+    values = vectors.values().float().cpu().numpy()
+    return sp.csr_array((values, (rows, cols)), shape=tuple(vectors.shape), dtype=np.float32)
+
+
+def _cores() -> int:
+    """How many cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
+def _start_pool(encoder, devices: Sequence[str] | None):
+    """A multi-process encoding pool over ``devices``, or over every GPU when there are
+    several; None (encode in this process) otherwise."""
+    import torch
+
+    if devices is None and torch.cuda.is_available() and torch.cuda.device_count() > 1:
+        devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if not devices or len(devices) < 2:
+        return None
+    return encoder.start_multi_process_pool(target_devices=list(devices))
+
+
+def _chunks(items: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
+    iterator = iter(items)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
