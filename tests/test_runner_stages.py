@@ -151,3 +151,32 @@ def test_stage_and_preset_mistakes_are_one_line(components, wiki_slice, tmp_path
     with pytest.raises(ConfigError) as error:
         _experiment(tmp_path, dataset, body)
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_bm25_then_a_cross_encoder_from_yaml(wiki_slice, tmp_path):
+    """The real rerank component behind BM25, wired by the runner: the reranked run holds
+    BM25's top 5 per query, scored by the cross-encoder on (query, passage text)."""
+    import torch
+    from sentence_transformers import CrossEncoder
+    from tiny_models import tiny_bert
+
+    from dapr.io import read_dataset
+
+    dataset, split = wiki_slice
+    texts = {p.id: p.text for d in read_dataset(dataset).corpus for p in d.passages}
+    model = tiny_bert(tmp_path / "ce", [*texts.values(), *split.queries.values()], "classifier")
+    body = (
+        "retrievers:\n  bm25: {name: bm25}\n"
+        f"  ce: {{name: rerank, first_stage: bm25, args: {{model: {model}, top_k: 5}}}}\n"
+    )
+    outcome = Runner(_experiment(tmp_path, dataset, body), Cache(tmp_path / "cache")).run()
+    first, reranked = outcome.runs["bm25"].to_dict(), outcome.runs["ce"].to_dict()
+    encoder = CrossEncoder(str(model))
+    for qid in list(split.queries)[:5]:
+        head = list(first[qid])[:5]
+        assert set(reranked[qid]) == set(head)
+        expected = encoder.predict(
+            [(split.queries[qid], texts[p]) for p in head], activation_fn=torch.nn.Identity()
+        )
+        for passage, score in zip(head, expected):
+            assert reranked[qid][passage] == pytest.approx(float(score), abs=1e-4)
