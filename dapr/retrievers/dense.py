@@ -10,8 +10,7 @@ length, the corpus fingerprint and the contextualizer: an encoded corpus is neve
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
-from itertools import islice
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from tqdm.auto import tqdm
 from dapr.data import Run
 from dapr.models import revision, sentence_transformer
 from dapr.registry import Preset
+from dapr.retrievers.encoding import chunks, encoding_pool
 from dapr.retrievers.exact import TopK, search_shards
 
 _SHARD = 16_384
@@ -122,11 +122,10 @@ class Dense:
     def index(self, items: Iterable[tuple[str, str]], store: Path) -> None:
         encoder = self._model(self.document_name)
         store.mkdir(parents=True, exist_ok=True)
-        pool = _start_pool(encoder, self.devices)
         ids: list[str] = []
         progress = tqdm(desc=f"encoding with {self.document_name}", unit=" items", delay=1)
-        try:
-            for n, chunk in enumerate(_chunks(items, _SHARD)):
+        with encoding_pool(encoder, self.devices) as pool:
+            for n, chunk in enumerate(chunks(items, _SHARD)):
                 vectors = encoder.encode_document(
                     [text for _, text in chunk],
                     batch_size=self.batch_size,
@@ -136,10 +135,7 @@ class Dense:
                 np.save(store / f"shard-{n:05d}.npy", np.asarray(vectors, dtype=np.float32))
                 ids.extend(item_id for item_id, _ in chunk)
                 progress.update(len(chunk))
-        finally:
-            progress.close()
-            if pool is not None:
-                encoder.stop_multi_process_pool(pool)
+        progress.close()
         (store / "ids.json").write_text(json.dumps(ids))
         self.load(store)
 
@@ -169,21 +165,3 @@ class Dense:
             self.query_batch,
         )
         return TopK.merge(tops, qids, self._ids)
-
-
-def _start_pool(encoder, devices: list[str] | None):
-    """A multi-process encoding pool over ``devices``, or over every GPU when there are
-    several; None (encode in this process) otherwise."""
-    import torch
-
-    if devices is None and torch.cuda.is_available() and torch.cuda.device_count() > 1:
-        devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    if not devices or len(devices) < 2:
-        return None
-    return encoder.start_multi_process_pool(target_devices=list(devices))
-
-
-def _chunks(items: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
-    iterator = iter(items)
-    while chunk := list(islice(iterator, size)):
-        yield chunk

@@ -16,11 +16,17 @@ import torch
 from dapr.data import Run
 
 
+def cores() -> int:
+    """How many cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
 def use_all_cores() -> None:
     """Let torch's matrix products use every core this process may run on."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if cores and torch.get_num_threads() < cores:
-        torch.set_num_threads(cores)
+    if torch.get_num_threads() < cores():
+        torch.set_num_threads(cores())
 
 
 class TopK:

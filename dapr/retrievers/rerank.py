@@ -29,6 +29,7 @@ from dapr.data import Run
 from dapr.errors import DaprError
 from dapr.models import load, revision
 from dapr.registry import Preset
+from dapr.retrievers.encoding import encoding_pool, gpus
 from dapr.retrievers.exact import use_all_cores
 
 _CHUNK_BATCHES = 64
@@ -138,11 +139,10 @@ class Rerank:
         model = self.model()
         use_all_cores()
         scores = np.empty(len(heads.items), dtype=np.float64)
-        gpus = _gpus() if self.device is None else []
-        pool = model.start_multi_process_pool(gpus) if len(gpus) > 1 else None
-        chunk = self.batch_size * _CHUNK_BATCHES * max(1, len(gpus))
+        devices = gpus() if self.device is None else []
+        chunk = self.batch_size * _CHUNK_BATCHES * max(1, len(devices))
         progress = tqdm(total=len(scores), desc="re-ranking", unit=" pairs", delay=1)
-        try:
+        with encoding_pool(model, devices) as pool:
             for rows, pairs in _pair_chunks(queries, heads, texts, chunk):
                 order = np.argsort([-len(q) - len(t) for q, t in pairs], kind="stable")
                 predicted = model.predict(
@@ -155,18 +155,8 @@ class Rerank:
                 )
                 scores[rows[order]] = np.asarray(predicted, dtype=np.float64).reshape(-1)
                 progress.update(len(pairs))
-        finally:
-            progress.close()
-            if pool is not None:
-                model.stop_multi_process_pool(pool)
+        progress.close()
         return scores
-
-
-def _gpus() -> list[str]:
-    """Every visible CUDA device, so several GPUs score pairs in parallel."""
-    import torch
-
-    return [f"cuda:{i}" for i in range(torch.cuda.device_count())]
 
 
 def _check_inputs(queries: Mapping[str, str], heads: Run, texts: Mapping[str, str]) -> None:

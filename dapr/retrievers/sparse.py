@@ -24,10 +24,8 @@ query (score 0) are not returned, as with BM25.
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +36,8 @@ from dapr.data import Run
 from dapr.errors import DaprError
 from dapr.models import load, revision
 from dapr.registry import Preset
-from dapr.retrievers.exact import TopK, use_all_cores
+from dapr.retrievers.encoding import chunks, encoding_pool
+from dapr.retrievers.exact import TopK, cores, use_all_cores
 
 _SHARD = 16_384
 """Items encoded in one call and written to one shard file."""
@@ -136,11 +135,10 @@ class Sparse:
         store.mkdir(parents=True, exist_ok=True)
         for old in store.glob("shard-*.npz"):
             old.unlink()
-        pool = _start_pool(encoder, self.devices)
         ids: list[str] = []
         progress = tqdm(desc=f"encoding with {self.document_name}", unit=" items", delay=1)
-        try:
-            for n, chunk in enumerate(_chunks(items, _SHARD)):
+        with encoding_pool(encoder, self.devices) as pool:
+            for n, chunk in enumerate(chunks(items, _SHARD)):
                 vectors = encoder.encode_document(
                     [text for _, text in chunk],
                     batch_size=self.batch_size,
@@ -151,10 +149,7 @@ class Sparse:
                 sp.save_npz(store / f"shard-{n:05d}.npz", matrix.tocsc(), compressed=False)
                 ids.extend(item_id for item_id, _ in chunk)
                 progress.update(len(chunk))
-        finally:
-            progress.close()
-            if pool is not None:
-                encoder.stop_multi_process_pool(pool)
+        progress.close()
         (store / "ids.json").write_text(json.dumps(ids))
         self.load(store)
 
@@ -183,12 +178,12 @@ class Sparse:
             )
         )
         dim = matrix.shape[1]
-        cores = _cores()
-        size = min(self.query_batch, -(-len(qids) // cores))
+        workers = cores()
+        size = min(self.query_batch, -(-len(qids) // workers))
         batches = [matrix[start : start + size] for start in range(0, len(qids), size)]
         tops = [TopK(batch.shape[0], depth) for batch in batches]
         offset = 0
-        with ThreadPoolExecutor(max_workers=min(cores, len(batches))) as threads:
+        with ThreadPoolExecutor(max_workers=min(workers, len(batches))) as threads:
             for path in self._shards:
                 inverted = sp.load_npz(path).T.tocsr()  # vocabulary x documents: free from CSC
                 if inverted.shape[0] != dim:
@@ -243,28 +238,3 @@ def _to_scipy(vectors):
     rows, cols = vectors.indices().cpu().numpy()
     values = vectors.values().float().cpu().numpy()
     return sp.csr_array((values, (rows, cols)), shape=tuple(vectors.shape), dtype=np.float32)
-
-
-def _cores() -> int:
-    """How many cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return os.cpu_count() or 1
-
-
-def _start_pool(encoder, devices: Sequence[str] | None):
-    """A multi-process encoding pool over ``devices``, or over every GPU when there are
-    several; None (encode in this process) otherwise."""
-    import torch
-
-    if devices is None and torch.cuda.is_available() and torch.cuda.device_count() > 1:
-        devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    if not devices or len(devices) < 2:
-        return None
-    return encoder.start_multi_process_pool(target_devices=list(devices))
-
-
-def _chunks(items: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
-    iterator = iter(items)
-    while chunk := list(islice(iterator, size)):
-        yield chunk
