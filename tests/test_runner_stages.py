@@ -180,3 +180,30 @@ def test_bm25_then_a_cross_encoder_from_yaml(wiki_slice, tmp_path):
         )
         for passage, score in zip(head, expected):
             assert reranked[qid][passage] == pytest.approx(float(score), abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("retriever", "message"),
+    [
+        (
+            "{name: dense, args: {preset: dragon_plus}}",
+            "dapr: error: cannot load model 'facebook/dragon-plus-query-encoder': no local copy",
+        ),
+        (
+            "{name: dense, level: passage, args: {preset: jinav2}}",
+            "preset 'jinav2' of retriever 'dense' is for document-level retrieval, not passage; "
+            "set level: document or pick a passage-level preset: dragon_plus",
+        ),
+        ("{name: sparce}", "unknown retriever 'sparce'; choose from: bm25, dense,"),
+    ],
+)
+def test_cli_stops_with_one_line_and_status_2(wiki_slice, tmp_path, capsys, retriever, message):
+    from dapr.cli import main
+
+    dataset, _ = wiki_slice
+    path = tmp_path / "exp.yaml"
+    path.write_text(f"dataset: {dataset}\nretrievers:\n  system: {retriever}\n")
+    assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert message in error and error.count("\n") == 1
+    assert not (tmp_path / "out").exists()
