@@ -51,5 +51,7 @@ def test_unknown_dataset_is_one_line_exit_2(capsys):
 def test_plugins_lists_builtins(capsys):
     assert main(["plugins"]) == 0
     out = capsys.readouterr().out
-    assert "dapr.retrievers        bm25, dense" in out
-    assert "dapr.fusers            convex" in out
+    lines = [line.split() for line in out.splitlines()]
+    assert ["dapr.retrievers", "(5)"] in lines
+    assert ["bm25", "dapr", "0.1.0", "dapr.retrievers.bm25:BM25"] in lines
+    assert ["convex", "dapr", "0.1.0", "dapr.fusion:Convex"] in lines

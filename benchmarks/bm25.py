@@ -1,0 +1,254 @@
+"""Benchmark dapr's BM25 on its two backends, bm25s and pyserini (Lucene), on the same corpora.
+
+Two corpora: the ``wiki-sample`` passages with all their queries (real text), and a synthetic one
+(``--passages``, Zipf-distributed pseudo-words, about 100 words a passage, commas and full stops,
+fixed seed) with ``--queries`` queries of 2-6 words from the same distribution. Each backend runs
+in processes of its own, so their peak RSS (``ru_maxrss``, the JVM included) is theirs alone:
+one indexes and searches with every core, a second, pinned to one CPU, loads the index and
+searches one query at a time. Both take the top ``--depth`` items; the first 100 queries warm up
+untimed. Prints a markdown table and the bm25s / Lucene ratios.
+
+    python benchmarks/bm25.py [--passages 500000 --queries 1000 --depth 1000 --seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BACKENDS = ("bm25s", "pyserini")
+_CHUNK = 10_000
+"""Synthetic passages generated at a time."""
+_WARM_UP = 100
+
+
+# --- corpora ---------------------------------------------------------------------------------
+
+
+def vocabulary(size: int, seed: int) -> np.ndarray:
+    """``size`` distinct pronounceable pseudo-words of 2-4 syllables, none a stop word."""
+    from dapr.retrievers.bm25 import STOP_WORDS
+
+    rng = np.random.default_rng(seed)
+    syllables = [c + v for c in "bcdfghjklmnprstvwz" for v in "aeiou"] + ["an", "el", "or", "is"]
+    words: dict[str, None] = {}
+    while len(words) < size:
+        counts = rng.integers(2, 5, size)
+        parts = rng.integers(0, len(syllables), (size, 4))
+        for count, row in zip(counts.tolist(), parts.tolist()):
+            word = "".join(syllables[p] for p in row[:count])
+            if word not in STOP_WORDS:
+                words[word] = None
+    return np.array(list(words)[:size], dtype=object)
+
+
+def zipf_cdf(size: int, exponent: float = 1.07, shift: float = 2.7) -> np.ndarray:
+    """Cumulative Zipf-Mandelbrot probabilities of ranks 1..size (word frequencies of text)."""
+    weights = 1.0 / (np.arange(1, size + 1) + shift) ** exponent
+    return np.cumsum(weights) / weights.sum()
+
+
+def synthetic_passages(count: int, seed: int, words: int = 200_000) -> Iterator[tuple[str, str]]:
+    """``count`` passages (id, text), generated ``_CHUNK`` at a time."""
+    vocab = vocabulary(words, seed)
+    spelled = np.concatenate([vocab, vocab + ",", vocab + "."])  # a word, then with punctuation
+    cdf = zipf_cdf(words)
+    rng = np.random.default_rng(seed + 1)
+    for start in range(0, count, _CHUNK):
+        n = min(_CHUNK, count - start)
+        lengths = np.clip(rng.normal(100, 30, n), 20, 300).astype(np.int64)
+        total = int(lengths.sum())
+        mark = rng.choice(3, total, p=[0.88, 0.06, 0.06])
+        tokens = spelled[np.searchsorted(cdf, rng.random(total)) + words * mark]
+        bounds = np.concatenate(([0], np.cumsum(lengths))).tolist()
+        for i in range(n):
+            yield f"p{start + i}", " ".join(tokens[bounds[i] : bounds[i + 1]])
+
+
+def synthetic_queries(count: int, seed: int, words: int = 200_000) -> dict[str, str]:
+    """``count`` queries of 2-6 words drawn like the passages' words."""
+    vocab, cdf = vocabulary(words, seed), zipf_cdf(words)
+    rng = np.random.default_rng(seed + 2)
+    lengths = rng.integers(2, 7, count)
+    picks = vocab[np.searchsorted(cdf, rng.random(int(lengths.sum())))]
+    bounds = np.concatenate(([0], np.cumsum(lengths))).tolist()
+    return {f"q{i}": " ".join(picks[bounds[i] : bounds[i + 1]]) for i in range(count)}
+
+
+def wiki_sample() -> tuple[Iterator[tuple[str, str]], dict[str, str]]:
+    from dapr.registry import load_dataset
+
+    dataset = load_dataset("wiki-sample")
+    queries = {q: t for split in dataset.splits.values() for q, t in split.queries.items()}
+    return ((p.id, p.text) for p in dataset.corpus.passages()), queries
+
+
+def write_synthetic(folder: Path, passages: int, queries: int, seed: int) -> None:
+    """The synthetic corpus as JSON lines and its queries as JSON, generated once for every
+    process to stream (their generation is no backend's work)."""
+    with (folder / "synthetic.jsonl").open("w", encoding="utf-8") as out:
+        for item in synthetic_passages(passages, seed):
+            out.write(json.dumps(item) + "\n")
+    (folder / "synthetic-queries.json").write_text(json.dumps(synthetic_queries(queries, seed)))
+
+
+def read_synthetic(folder: Path) -> tuple[Iterator[tuple[str, str]], dict[str, str]]:
+    def items() -> Iterator[tuple[str, str]]:
+        with (folder / "synthetic.jsonl").open(encoding="utf-8") as lines:
+            for line in lines:
+                item_id, text = json.loads(line)
+                yield item_id, text
+
+    return items(), json.loads((folder / "synthetic-queries.json").read_text())
+
+
+def corpus(spec: dict[str, Any]) -> tuple[Iterator[tuple[str, str]], dict[str, str]]:
+    if spec["corpus"] == "wiki-sample":
+        return wiki_sample()
+    return read_synthetic(Path(spec["folder"]))
+
+
+# --- one backend in one process ------------------------------------------------------------
+
+
+def child(spec: dict[str, Any]) -> dict[str, Any]:
+    """Index (``spec["index"]``) or load, then search; timings and this process's peak RSS."""
+    from dapr.retrievers.bm25 import BM25
+
+    items, queries = corpus(spec)
+    retriever = BM25(backend=spec["backend"], threads=spec["threads"])
+    store = Path(spec["store"])
+    out: dict[str, Any] = {}
+    if spec["index"]:
+        counted = _Counted(items)
+        start = time.perf_counter()
+        retriever.index(counted, store)
+        out["index_seconds"] = time.perf_counter() - start
+        out["passages"] = counted.count
+    else:
+        retriever.load(store)
+    warm = dict(list(queries.items())[:_WARM_UP])
+    retriever.search(warm, spec["depth"])
+    start = time.perf_counter()
+    run = retriever.search(queries, spec["depth"])
+    out["search_seconds"] = time.perf_counter() - start
+    out["queries"] = len(queries)
+    out["hits"] = len(run.items)  # the same for both backends when they agree
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+class _Counted:
+    """Items passed through, counted."""
+
+    def __init__(self, items: Iterator[tuple[str, str]]):
+        self.items, self.count = items, 0
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        for item in self.items:
+            self.count += 1
+            yield item
+
+
+def run_child(spec: dict[str, Any], cpus: set[int] | None = None) -> dict[str, Any]:
+    """:func:`child` in a fresh Python, on ``cpus`` only when given."""
+    command = [sys.executable, __file__, "--child", json.dumps(spec)]
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    done = subprocess.run(command, capture_output=True, text=True, preexec_fn=pin, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{spec['backend']} on {spec['corpus']} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure(name: str, spec: dict[str, Any], folder: Path) -> dict[str, dict[str, Any]]:
+    """Both backends on one corpus: index + search on every core, then search on one CPU."""
+    one_cpu = {min(os.sched_getaffinity(0))}
+    results = {}
+    for backend in BACKENDS:
+        store = folder / f"{name}-{backend}"
+        every = dict(spec, backend=backend, store=str(store), index=True, threads=0)
+        single = dict(every, index=False, threads=1)
+        results[backend] = {"all": run_child(every), "one": run_child(single, one_cpu)}
+        print(f"  {name} {backend}: {results[backend]}", file=sys.stderr)
+    return results
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+def rows(name: str, results: dict[str, dict[str, Any]]) -> list[str]:
+    lines, rates = [], {}
+    for backend in BACKENDS:
+        every, one = results[backend]["all"], results[backend]["one"]
+        rates[backend] = {
+            "index": every["passages"] / every["index_seconds"],
+            "one": one["queries"] / one["search_seconds"],
+            "all": every["queries"] / every["search_seconds"],
+            "rss": max(every["peak_rss_mb"], one["peak_rss_mb"]),
+        }
+        r = rates[backend]
+        label = "bm25s" if backend == "bm25s" else "Lucene (pyserini)"
+        lines.append(
+            f"| {name} | {label} | {every['passages']:,} | {every['queries']:,} | "
+            f"{r['index']:,.0f} | {r['one']:,.1f} | {r['all']:,.1f} | {r['rss']:,.0f} |"
+        )
+    a, b = rates["bm25s"], rates["pyserini"]
+    ratio = {key: a[key] / b[key] for key in a}
+    lines.append(
+        f"| {name} | **bm25s / Lucene** | | | {ratio['index']:.2f}x | **{ratio['one']:.2f}x** | "
+        f"{ratio['all']:.2f}x | {ratio['rss']:.2f}x |"
+    )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--passages", type=int, default=500_000)
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--depth", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))))
+        return 0
+
+    cores = len(os.sched_getaffinity(0))
+    base = {"depth": args.depth, "seed": args.seed, "queries": args.queries}
+    workloads = {
+        "wiki-sample": dict(base, corpus="wiki-sample", passages=0),
+        "synthetic": dict(base, corpus="synthetic", passages=args.passages),
+    }
+    start = time.perf_counter()
+    lines = [
+        f"top {args.depth} per query; {cores} cores; queries/s on one pinned CPU and on all cores "
+        "(bm25s searches on one core either way); peak RSS of the backend's processes (the JVM "
+        "included)\n",
+        "| corpus | backend | passages | queries | index docs/s | queries/s, 1 thread "
+        f"| queries/s, {cores} cores | peak RSS MB |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    with tempfile.TemporaryDirectory(prefix="dapr-bm25-bench-") as folder:
+        write_synthetic(Path(folder), args.passages, args.queries, args.seed)
+        print(f"synthetic corpus written in {time.perf_counter() - start:.0f}s", file=sys.stderr)
+        for name, spec in workloads.items():
+            spec["folder"] = folder
+            lines += rows(name, measure(name, spec, Path(folder)))
+    print("\n".join(lines))
+    print(f"\n(total {time.perf_counter() - start:.0f}s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
