@@ -38,7 +38,7 @@ _WARM_UP = 100
 
 def vocabulary(size: int, seed: int) -> np.ndarray:
     """``size`` distinct pronounceable pseudo-words of 2-4 syllables, none a stop word."""
-    from dapr.retrievers.bm25 import STOP_WORDS
+    from dapr.retrievers.english import STOP_WORDS
 
     rng = np.random.default_rng(seed)
     syllables = [c + v for c in "bcdfghjklmnprstvwz" for v in "aeiou"] + ["an", "el", "or", "is"]

@@ -22,7 +22,8 @@ from dapr.errors import DaprError  # noqa: E402
 from dapr.evaluation import evaluate  # noqa: E402
 from dapr.registry import load_dataset  # noqa: E402
 from dapr.retrievers import lucene  # noqa: E402
-from dapr.retrievers.bm25 import BM25, EnglishAnalyzer, lucene_lengths  # noqa: E402
+from dapr.retrievers.bm25 import BM25, lucene_lengths  # noqa: E402
+from dapr.retrievers.english import EnglishAnalyzer  # noqa: E402
 from data_loaders.squad import adapter as squad  # noqa: E402
 
 ITEMS = [
