@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -89,27 +89,24 @@ class Runner:
         index_key = content_key(*made_by, dataset.corpus.fingerprint)
         run_key = content_key(index_key, _queries_hash(queries), self.experiment.depth)
         outcome.keys[system] = run_key
-        if self.cache.has("runs", run_key):
-            outcome.steps.append(Step("search", system, "cached", 0.0))
-            return Run.load(self.cache.path("runs", run_key) / "run.npz")
-
-        started = time.perf_counter()
-        if self.cache.has("indexes", index_key):
-            status = "cached"
-        else:
-            items = _items(dataset, spec.level, contextualizer, system)
-            with self.cache.writing("indexes", index_key) as store:
-                component.index(items, store)
-            status = "computed"
-        component.load(self.cache.path("indexes", index_key))
-        outcome.steps.append(Step("index", system, status, time.perf_counter() - started))
-
-        started = time.perf_counter()
-        run = component.search(queries, self.experiment.depth)
-        with self.cache.writing("runs", run_key) as entry:
-            run.save(entry / "run.npz")
-        outcome.steps.append(Step("search", system, "computed", time.perf_counter() - started))
-        return run
+        if not self.cache.has("runs", run_key):  # a cached run needs no index at all
+            started = time.perf_counter()
+            if self.cache.has("indexes", index_key):
+                status = "cached"
+            else:
+                items = _items(dataset, spec.level, contextualizer, system)
+                with self.cache.writing("indexes", index_key) as store:
+                    component.index(items, store)
+                status = "computed"
+            component.load(self.cache.path("indexes", index_key))
+            outcome.steps.append(Step("index", system, status, time.perf_counter() - started))
+        return self._stored_run(
+            outcome,
+            "search",
+            system,
+            run_key,
+            lambda: component.search(queries, self.experiment.depth),
+        )
 
     def _rerank(
         self,
@@ -124,22 +121,18 @@ class Runner:
         """Re-score the run of ``spec.first_stage`` with the texts of its items."""
         key = content_key(*made_by, outcome.keys[spec.first_stage])
         outcome.keys[system] = key
-        if self.cache.has("runs", key):
-            outcome.steps.append(Step("rerank", system, "cached", 0.0))
-            return Run.load(self.cache.path("runs", key) / "run.npz")
-        started = time.perf_counter()
-        first = outcome.runs[spec.first_stage]
-        needed = _head_items(first, getattr(reranker, "top_k", None))
-        texts = {
-            item: text
-            for item, text in _items(outcome.dataset, spec.level, contextualizer, system)
-            if item in needed
-        }
-        run = reranker.rerank(queries, first, texts)
-        with self.cache.writing("runs", key) as entry:
-            run.save(entry / "run.npz")
-        outcome.steps.append(Step("rerank", system, "computed", time.perf_counter() - started))
-        return run
+
+        def rerank() -> Run:
+            first = outcome.runs[spec.first_stage]
+            needed = _head_items(first, getattr(reranker, "top_k", None))
+            texts = {
+                item: text
+                for item, text in _items(outcome.dataset, spec.level, contextualizer, system)
+                if item in needed
+            }
+            return reranker.rerank(queries, first, texts)
+
+        return self._stored_run(outcome, "rerank", system, key, rerank)
 
     def _fuse(self, outcome: Outcome, system: str, spec: FusionSpec) -> Run:
         factory = registry.fusers.get(spec.name)
@@ -151,18 +144,28 @@ class Runner:
             outcome.keys[spec.passage],
         )
         outcome.keys[system] = key
+
+        def fuse() -> Run:
+            document_run = outcome.runs[spec.document]
+            passage_run = outcome.runs[spec.passage]
+            doc_of = doc_codes(outcome.dataset, passage_run, document_run)
+            return factory(**spec.args).fuse(document_run, passage_run, doc_of)
+
+        return self._stored_run(outcome, "fuse", system, key, fuse)
+
+    def _stored_run(
+        self, outcome: Outcome, kind: str, system: str, key: str, compute: Callable[[], Run]
+    ) -> Run:
+        """The run cached under ``key``, else ``compute()``'s, stored there; logged as a step."""
         if self.cache.has("runs", key):
-            outcome.steps.append(Step("fuse", system, "cached", 0.0))
+            outcome.steps.append(Step(kind, system, "cached", 0.0))
             return Run.load(self.cache.path("runs", key) / "run.npz")
         started = time.perf_counter()
-        document_run = outcome.runs[spec.document]
-        passage_run = outcome.runs[spec.passage]
-        doc_of = doc_codes(outcome.dataset, passage_run, document_run)
-        fused = factory(**spec.args).fuse(document_run, passage_run, doc_of)
+        run = compute()
         with self.cache.writing("runs", key) as entry:
-            fused.save(entry / "run.npz")
-        outcome.steps.append(Step("fuse", system, "computed", time.perf_counter() - started))
-        return fused
+            run.save(entry / "run.npz")
+        outcome.steps.append(Step(kind, system, "computed", time.perf_counter() - started))
+        return run
 
 
 def _identity(component: object, args: dict) -> object:
