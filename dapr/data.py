@@ -115,6 +115,8 @@ class Dataset:
     ``notes`` are facts about the construction that statistics should show (for example, that
     every passage is its own document because the source has no document grouping).
     ``language`` (an ISO 639-1 code) lets a retriever choose its tokenizer (jieba for ``zh``).
+    ``root`` is the directory it was read from, where published extras such as the hub's
+    ``keyphrases/`` and ``corpus_coref/`` tables live.
     """
 
     name: str
@@ -124,6 +126,7 @@ class Dataset:
     relevance_level: int = 1
     notes: tuple[str, ...] = ()
     language: str = "en"
+    root: Path | None = field(default=None, compare=False)
 
     def split(self, name: str) -> Split:
         if name not in self.splits:

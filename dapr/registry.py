@@ -66,7 +66,18 @@ class Reranker(Protocol):
 
 @runtime_checkable
 class Contextualizer(Protocol):
-    """Gives each passage of a document the text a retriever should see for it."""
+    """Gives each passage of a document the text a retriever should see for it.
+
+    Its constructor is cheap (models load at first use), so it pickles small to worker
+    processes. Optionally a contextualizer class also has
+
+    - ``identity() -> dict``: what determines its output (backend, model and revision), for the
+      per-document cache keys instead of the keyword arguments;
+    - ``parallel``: ``True`` for CPU work on one document at a time, worth running in worker
+      processes; ``False`` where processes do not help or are not safe (unset: no preference);
+    - ``contextualize_batch(documents) -> list[list[str]]``: many documents at once in this
+      process (a batched neural model on a GPU); used instead of worker processes.
+    """
 
     version: str
 

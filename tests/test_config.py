@@ -26,7 +26,7 @@ def test_valid_file_and_overrides(tmp_path):
     exp = load(_write(tmp_path, GOOD), ["split=dev", "fusion.fused.args.alpha=0.3", "depth=50"])
     assert exp.name == "exp" and exp.split == "dev" and exp.depth == 50
     assert exp.fusion["fused"].args == {"alpha": 0.3}
-    assert exp.retrievers["dense"].contextualizer == "title"
+    assert [s.name for s in exp.retrievers["dense"].contextualizer] == ["title"]
     assert exp.retrievers["bm25-doc"].level == "document"
 
 
@@ -53,7 +53,7 @@ BAD = [
     ),
     (
         GOOD.replace("contextualizer: title", "contextualizer: tilte"),
-        "unknown contextualizer 'tilte'; choose from: title",
+        "unknown contextualizer 'tilte'; choose from: coref, keyphrases, precomputed, title",
     ),
     (GOOD + "metrics: [nDCG@10, ndcg]\n", "metrics: unknown metric 'ndcg'"),
     (

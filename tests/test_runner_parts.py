@@ -1,8 +1,10 @@
 import numpy as np
 
-from dapr.contextualizers.title import Title
+from dapr.contextualizers.pipeline import Chain, ContextStep
 from dapr.data import Corpus, Dataset, Document, Passage, Run
-from dapr.experiment.runner import _document_qrels, _items, doc_codes
+from dapr.experiment.cache import Cache
+from dapr.experiment.config import Experiment
+from dapr.experiment.runner import Outcome, Runner, _document_qrels, doc_codes
 
 DOCS = [
     Document(
@@ -15,13 +17,17 @@ DOCS = [
 DATASET = Dataset("toy", Corpus(DOCS))
 
 
-def test_only_candidate_passages_are_indexed_with_their_context():
-    assert list(_items(DATASET, "passage", None, "s")) == [
+def test_only_candidate_passages_are_indexed_with_their_context(tmp_path):
+    experiment = Experiment("e", "toy")
+    runner, outcome = Runner(experiment, Cache(tmp_path)), Outcome(experiment, DATASET)
+    assert list(runner._items(outcome, "passage", None, "s")) == [
         ("d1-0", "It was held there."),
         ("d2-0", "Four members."),
     ]
-    assert list(_items(DATASET, "passage", Title(), "s"))[0] == ("d1-0", "Venue It was held there.")
-    assert list(_items(DATASET, "document", None, "s")) == [
+    titled = list(runner._items(outcome, "passage", Chain([ContextStep("title")]), "s"))
+    assert titled[0] == ("d1-0", "Venue It was held there.")
+    assert outcome.costs["s"].documents == 2 and outcome.costs["s"].words == 7
+    assert list(runner._items(outcome, "document", None, "s")) == [
         ("d1", "Venue It was held there. Menu."),
         ("d2", "Band Four members."),
     ]

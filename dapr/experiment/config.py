@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from dapr import registry
+from dapr.contextualizers.pipeline import ContextStep
 from dapr.errors import ConfigError, DaprError
 from dapr.evaluation import DEFAULT_METRICS, parse_metric
 
@@ -23,7 +24,8 @@ class RetrieverSpec:
     name: str
     level: str = "passage"
     args: dict[str, Any] = field(default_factory=dict)
-    contextualizer: str | None = None
+    contextualizer: tuple[ContextStep, ...] = ()
+    """Steps applied in order to every document's passages before indexing."""
     first_stage: str | None = None
     """For a reranker: the system of the experiment whose run it re-scores."""
 
@@ -48,6 +50,8 @@ class Experiment:
     retrievers: dict[str, RetrieverSpec] = field(default_factory=dict)
     fusion: dict[str, FusionSpec] = field(default_factory=dict)
     dataset_args: dict[str, Any] = field(default_factory=dict)
+    workers: int | None = None
+    """Processes for contextualizing a corpus (default: every core)."""
 
 
 _TOP = {
@@ -59,6 +63,7 @@ _TOP = {
     "metrics": list,
     "retrievers": dict,
     "fusion": dict,
+    "workers": int,
 }
 _KIND = {
     str: "a string",
@@ -66,14 +71,16 @@ _KIND = {
     dict: "a mapping",
     list: "a list",
     (str, type(None)): "a string or null",
+    (str, dict, list, type(None)): "a name, a mapping {name, args} or a list of them",
 }
 _RETRIEVER = {
     "name": str,
     "level": str,
     "args": dict,
-    "contextualizer": (str, type(None)),
+    "contextualizer": (str, dict, list, type(None)),
     "first_stage": str,
 }
+_CONTEXT_STEP = {"name": str, "args": dict}
 _FUSION = {"name": str, "document": str, "passage": str, "args": dict}
 
 
@@ -135,6 +142,9 @@ def validate(raw: dict, path: Path) -> Experiment:
     depth = raw.get("depth", 1000)
     if depth < 1:
         raise ConfigError(f"{path}: depth must be a positive integer, got {depth}")
+    workers = raw.get("workers")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"{path}: workers must be a positive integer, got {workers}")
     return Experiment(
         name=raw.get("name", path.stem),
         dataset=raw["dataset"],
@@ -144,6 +154,7 @@ def validate(raw: dict, path: Path) -> Experiment:
         metrics=metrics,
         retrievers=retrievers,
         fusion=fusion,
+        workers=workers,
     )
 
 
@@ -166,15 +177,43 @@ def _retriever(
         lambda: registry.with_preset(spec["name"], factory, spec.get("args", {}), level),
     )
     _check_args(factory, args, path, f"{where}.args")
-    contextualizer = spec.get("contextualizer")
-    if contextualizer is not None:
-        if level == "document":
+    steps = _context_steps(spec.get("contextualizer"), path, f"{where}.contextualizer")
+    if steps and level == "document":
+        raise ConfigError(
+            f"{path}: {where}.contextualizer: contextualizers apply to passages; "
+            "remove it or set level: passage"
+        )
+    return RetrieverSpec(spec["name"], level, args, steps, first_stage)
+
+
+def _context_steps(value: Any, path: Path, where: str) -> tuple[ContextStep, ...]:
+    """``title``, ``{name: keyphrases, args: {...}}`` or a list of these, applied in order."""
+    if value is None:
+        return ()
+    items = value if isinstance(value, list) else [value]
+    steps = []
+    for n, item in enumerate(items):
+        at = f"{where}[{n}]" if isinstance(value, list) else where
+        if isinstance(item, dict):
+            _check_fields(item, _CONTEXT_STEP, path, at)
+            if "name" not in item:
+                raise ConfigError(f"{path}: {at}: missing key 'name' (a registered contextualizer)")
+            step = ContextStep(item["name"], item.get("args", {}))
+        elif isinstance(item, str):
+            step = ContextStep(item)
+        else:
             raise ConfigError(
-                f"{path}: {where}.contextualizer: contextualizers apply to passages; "
-                "remove it or set level: passage"
+                f"{path}: {at} must be a contextualizer name or a mapping {{name, args}}, "
+                f"got {item!r}"
             )
-        _wrap(path, f"{where}.contextualizer", lambda: registry.contextualizers.get(contextualizer))
-    return RetrieverSpec(spec["name"], level, args, contextualizer, first_stage)
+        factory = _wrap(
+            path,
+            f"{at}.name" if isinstance(item, dict) else at,
+            lambda s=step: registry.contextualizers.get(s.name),
+        )
+        _check_args(factory, dict(step.args), path, f"{at}.args")
+        steps.append(step)
+    return tuple(steps)
 
 
 def _check_stage(

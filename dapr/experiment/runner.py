@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -12,6 +13,13 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from dapr import registry
+from dapr.contextualizers.pipeline import (
+    Chain,
+    ContextStep,
+    ContextStore,
+    Cost,
+    contextualize_corpus,
+)
 from dapr.data import Dataset, Qrels, Queries, Run
 from dapr.evaluation import Evaluation, evaluate
 from dapr.experiment.cache import Cache, content_key
@@ -39,6 +47,8 @@ class Outcome:
     levels: dict[str, str] = field(default_factory=dict)
     evaluations: dict[str, Evaluation] = field(default_factory=dict)
     steps: list[Step] = field(default_factory=list)
+    costs: dict[str, Cost] = field(default_factory=dict)
+    """What contextualizing the corpus cost, per system that uses a contextualizer."""
 
 
 class Runner:
@@ -47,6 +57,7 @@ class Runner:
     def __init__(self, experiment: Experiment, cache: Cache | None = None):
         self.experiment = experiment
         self.cache = cache or Cache()
+        self.workers = experiment.workers or os.cpu_count() or 1
 
     def run(self) -> Outcome:
         exp = self.experiment
@@ -73,28 +84,28 @@ class Runner:
         dataset = outcome.dataset
         factory = registry.retrievers.get(spec.name)
         component = factory(**_with_language(factory, spec.args, dataset.language))
-        contextualizer = (
-            registry.contextualizers.get(spec.contextualizer)() if spec.contextualizer else None
-        )
+        chain = _chain(spec.contextualizer, dataset)
         made_by = (
             spec.name,
             getattr(factory, "version", "0"),
             _identity(component, spec.args),
             spec.level,
-            spec.contextualizer,
-            getattr(contextualizer, "version", None),
+            chain.identity() if chain else None,
         )
         if spec.first_stage:
-            return self._rerank(outcome, system, spec, component, contextualizer, made_by, queries)
+            return self._rerank(outcome, system, spec, component, chain, made_by, queries)
         index_key = content_key(*made_by, dataset.corpus.fingerprint)
         run_key = content_key(index_key, _queries_hash(queries), self.experiment.depth)
         outcome.keys[system] = run_key
-        if not self.cache.has("runs", run_key):  # a cached run needs no index at all
+        if self.cache.has("runs", run_key):  # a cached run needs no index at all
+            self._recorded_cost(outcome, system, chain)
+        else:
             started = time.perf_counter()
             if self.cache.has("indexes", index_key):
                 status = "cached"
+                self._recorded_cost(outcome, system, chain)
             else:
-                items = _items(dataset, spec.level, contextualizer, system)
+                items = self._items(outcome, spec.level, chain, system)
                 with self.cache.writing("indexes", index_key) as store:
                     component.index(items, store)
                 status = "computed"
@@ -114,7 +125,7 @@ class Runner:
         system: str,
         spec: RetrieverSpec,
         reranker,
-        contextualizer,
+        chain: Chain | None,
         made_by: tuple,
         queries: Queries,
     ) -> Run:
@@ -127,12 +138,50 @@ class Runner:
             needed = _head_items(first, getattr(reranker, "top_k", None))
             texts = {
                 item: text
-                for item, text in _items(outcome.dataset, spec.level, contextualizer, system)
+                for item, text in self._items(outcome, spec.level, chain, system)
                 if item in needed
             }
             return reranker.rerank(queries, first, texts)
 
+        if self.cache.has("runs", key):
+            self._recorded_cost(outcome, system, chain)
         return self._stored_run(outcome, "rerank", system, key, rerank)
+
+    def _items(
+        self, outcome: Outcome, level: str, chain: Chain | None, system: str
+    ) -> Iterator[tuple[str, str]]:
+        """The ``(id, text)`` pairs a retriever indexes: candidate passages (contextualized by
+        ``chain``, cached per document) or whole documents; a chain's cost is recorded."""
+        dataset = outcome.dataset
+        documents = tqdm(dataset.corpus, desc=f"{system}: reading documents", unit=" docs", delay=1)
+        if level == "document":
+            for document in documents:
+                yield document.id, document.text
+            return
+        if chain is None:
+            pairs = ((d, [p.text for p in d.passages]) for d in documents)
+        else:
+            store = ContextStore.for_chain(self.cache.root, chain)
+            cost = outcome.costs[system] = Cost(chain.label)
+            pairs = contextualize_corpus(documents, chain, store, cost, self.workers)
+        for document, texts in pairs:
+            for passage, text in zip(document.passages, texts, strict=True):
+                if passage.is_candidate:
+                    yield passage.id, text
+        if chain is not None:
+            store.record(dataset.corpus.fingerprint, cost)
+            store.close()
+
+    def _recorded_cost(self, outcome: Outcome, system: str, chain: Chain | None) -> None:
+        """The cost a complete earlier pass of ``chain`` over this corpus recorded, if any."""
+        if chain is None:
+            return
+        store = ContextStore.for_chain(self.cache.root, chain)
+        recorded = store.recorded(outcome.dataset.corpus.fingerprint)
+        store.close()
+        if recorded is not None:
+            documents, words, seconds = recorded
+            outcome.costs[system] = Cost(chain.label, documents, words, seconds)
 
     def _fuse(self, outcome: Outcome, system: str, spec: FusionSpec) -> Run:
         factory = registry.fusers.get(spec.name)
@@ -166,6 +215,24 @@ class Runner:
             run.save(entry / "run.npz")
         outcome.steps.append(Step(kind, system, "computed", time.perf_counter() - started))
         return run
+
+
+def _chain(steps: tuple[ContextStep, ...], dataset: Dataset) -> Chain | None:
+    """The contextualizer chain of a system; a step that reads published tables of the dataset
+    (``dataset_dir``) is pointed at the experiment's dataset unless its args say otherwise."""
+    if not steps:
+        return None
+    placed = []
+    for step in steps:
+        factory = registry.contextualizers.get(step.name)
+        try:
+            takes = "dataset_dir" in inspect.signature(factory).parameters
+        except (TypeError, ValueError):
+            takes = False
+        if takes and "dataset_dir" not in step.args and dataset.root is not None:
+            step = ContextStep(step.name, {**step.args, "dataset_dir": str(dataset.root)})
+        placed.append(step)
+    return Chain(placed)
 
 
 def _identity(component: object, args: dict) -> object:
@@ -210,23 +277,6 @@ def doc_codes(dataset: Dataset, passage_run: Run, document_run: Run) -> np.ndarr
         dtype=np.int64,
         count=len(passage_run.vocab),
     )
-
-
-def _items(dataset: Dataset, level: str, contextualizer, system: str) -> Iterator[tuple[str, str]]:
-    """The ``(id, text)`` pairs a retriever indexes: candidate passages or whole documents."""
-    documents = tqdm(dataset.corpus, desc=f"{system}: reading documents", unit=" docs", delay=1)
-    for document in documents:
-        if level == "document":
-            yield document.id, document.text
-            continue
-        texts = (
-            contextualizer.contextualize(document)
-            if contextualizer
-            else [p.text for p in document.passages]
-        )
-        for passage, text in zip(document.passages, texts, strict=True):
-            if passage.is_candidate:
-                yield passage.id, text
 
 
 def _document_qrels(dataset: Dataset, qrels: Qrels) -> Qrels:

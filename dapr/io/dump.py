@@ -40,7 +40,7 @@ def read_dump(path: Path, name: str | None = None) -> Dataset:
     extra: dict[str, Document] = {}
     splits = {s: _read_dump_split(f, extra) for s, f in split_files.items()}
     corpus = Corpus(partial(_dump_documents, corpus_file, extra))
-    return Dataset(name or dir_name(path), corpus, splits)
+    return Dataset(name or dir_name(path), corpus, splits, root=path)
 
 
 def _dump_documents(corpus_file: Path, extra: dict[str, Document]) -> Iterator[Document]:

