@@ -7,6 +7,7 @@ import io
 import json
 from pathlib import Path
 
+from dapr.contextualizers.pipeline import Cost
 from dapr.experiment.runner import Outcome
 from dapr.io import write_trec_run
 from dapr.io.files import write_bytes_atomic
@@ -42,8 +43,57 @@ def csv_text(outcome: Outcome) -> str:
     return buffer.getvalue()
 
 
+def cost_rows(
+    costs: dict[str, Cost], outcome: Outcome | None = None, of: str = "system"
+) -> list[dict[str, str]]:
+    """The DAPR paper's Table 6 per system: the contextualizer chain, its speed per process, the
+    process time for the whole corpus (estimated at that speed when only a sample ran), and
+    the system's score (nDCG@10 when the experiment measures it)."""
+    metric = _headline_metric(outcome) if outcome else None
+    rows = []
+    for system, cost in costs.items():
+        row = {
+            "approach": cost.approach,
+            of: system,
+            "speed (words/s)": f"{cost.words_per_second:,.1f}" if cost.seconds else "-",
+            "total latency": _duration(cost.estimated_seconds)
+            + (" (estimated)" if cost.corpus_words is not None else ""),
+            "documents": f"{cost.documents:,}",
+            "computed now": f"{cost.computed:,}",
+            "workers": str(cost.workers),
+            "wall (this run)": _duration(cost.wall_seconds),
+        }
+        if metric:
+            row[metric] = f"{outcome.evaluations[system].means[metric]:.4f}"
+        rows.append(row)
+    return rows
+
+
+def cost_markdown(rows: list[dict[str, str]]) -> str:
+    if not rows:
+        return ""
+    columns = list(rows[0])
+    lines = ["| " + " | ".join(columns) + " |", "|---|---|" + "---:|" * (len(columns) - 2)]
+    lines += ["| " + " | ".join(row[c] for c in columns) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _headline_metric(outcome: Outcome) -> str:
+    metrics = outcome.experiment.metrics
+    return "nDCG@10" if "nDCG@10" in metrics else metrics[0]
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:,.1f} h"
+
+
 def write(outcome: Outcome, out: Path) -> None:
-    """Write ``runs/<system>.trec``, ``metrics.json``, ``summary.md`` and ``summary.csv``."""
+    """Write ``runs/<system>.trec``, ``metrics.json``, ``summary.md`` and ``summary.csv``, and
+    where contextualizers ran, their cost as ``contextualization.md`` and ``.csv``."""
     exp = outcome.experiment
     (out / "runs").mkdir(parents=True, exist_ok=True)
     for system, run in outcome.runs.items():
@@ -63,9 +113,22 @@ def write(outcome: Outcome, out: Path) -> None:
             for system, evaluation in outcome.evaluations.items()
         },
     }
+    if outcome.costs:
+        metrics["contextualization"] = {s: c.as_dict() for s, c in outcome.costs.items()}
+        costs = cost_rows(outcome.costs, outcome)
+        _write_text(out / "contextualization.md", cost_markdown(costs))
+        _write_text(out / "contextualization.csv", _csv(costs))
     _write_text(out / "metrics.json", json.dumps(metrics, indent=1) + "\n")
     _write_text(out / "summary.md", markdown(outcome))
     _write_text(out / "summary.csv", csv_text(outcome))
+
+
+def _csv(rows: list[dict[str, str]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
 
 
 def _write_text(path: Path, text: str) -> None:

@@ -1,5 +1,6 @@
 """The contextualization pipeline: chains, the per-document store, worker processes, the cost."""
 
+import json
 import os
 import sqlite3
 
@@ -8,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dapr import registry
+from dapr.cli import main
 from dapr.contextualizers.pipeline import (
     CHUNK,
     Chain,
@@ -194,3 +196,59 @@ def test_precomputed_reports_a_missing_table_and_bad_rows(tmp_path):
         Precomputed("keyphrases", str(root)).contextualize(_doc(1))
     with pytest.raises(DaprError, match="kind 'summary' is not one of: keyphrases, coref"):
         Precomputed("summary")
+
+
+# ----------------------------------------------------------------------------- run and CLI
+
+
+def test_a_run_writes_the_cost_beside_the_results_and_reuses_the_store(
+    wiki_slice, tmp_path, capsys
+):
+    dataset, _ = wiki_slice
+    experiment = tmp_path / "ctx.yaml"
+    experiment.write_text(
+        f"dataset: {dataset}\nretrievers:\n"
+        "  titled: {name: bm25, contextualizer: [shout, {name: title}]}\n"
+    )
+    assert main(["run", str(experiment), "--out", str(tmp_path / "out")]) == 0
+    table = (tmp_path / "out" / "contextualization.md").read_text().splitlines()
+    assert table[0].startswith("| approach | system | speed (words/s) | total latency |")
+    assert table[0].endswith("| nDCG@10 |")
+    first = table[2].split(" | ")
+    assert first[:2] == ["| shout + title", "titled"] and first[5] == "12"  # computed now
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    recorded = metrics["contextualization"]["titled"]
+    assert recorded["documents"] == 12 and recorded["words_per_second"] > 0
+    assert first[-1].rstrip(" |") == f"{metrics['systems']['titled']['mean']['nDCG@10']:.4f}"
+
+    new_index = ["--set", "retrievers.titled.args.k1=1.2", "--out", str(tmp_path / "b")]
+    assert main(["run", str(experiment), *new_index]) == 0
+    again = (tmp_path / "b" / "contextualization.md").read_text().splitlines()[2].split(" | ")
+    assert again[5] == "0"  # a new index, built from the stored texts
+    assert again[2] == first[2]  # at the speed recorded when they were computed
+    capsys.readouterr()
+
+
+def test_cli_contextualize_estimates_the_whole_corpus_from_a_sample(wiki_slice, capsys):
+    dataset, _ = wiki_slice
+    assert main(["contextualize", str(dataset), "-c", "shout", "--sample", "3"]) == 0
+    row = capsys.readouterr().out.splitlines()[2].split(" | ")
+    assert row[0] == "| shout" and row[3].endswith("(estimated)") and row[4] == "3"
+    assert main(["contextualize", str(dataset), "-c", "{name: shout}", "-c", "title"]) == 0
+    row = capsys.readouterr().out.splitlines()[2].split(" | ")
+    assert row[0] == "| shout + title" and "estimated" not in row[3] and row[4] == "12"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-c", "nope"], "unknown contextualizer 'nope'"),
+        (["-c", "{name: title, args: {x: 1}}"], "unknown key 'steps[0].args.x'"),
+        (["-c", "title", "--sample", "0"], "--sample must be a positive integer, got 0"),
+    ],
+)
+def test_cli_contextualize_bad_input(wiki_slice, capsys, argv, message):
+    dataset, _ = wiki_slice
+    assert main(["contextualize", str(dataset), *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1

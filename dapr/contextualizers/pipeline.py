@@ -20,6 +20,7 @@ so it does not depend on how many workers ran.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import multiprocessing
 import os
@@ -33,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from dapr import registry
-from dapr.data import Document
+from dapr.data import Dataset, Document
 from dapr.errors import DaprError
-from dapr.experiment.cache import content_key
+from dapr.experiment.cache import Cache, content_key
 
 CHUNK = 16
 """Documents per task sent to a worker process (and per store commit)."""
@@ -114,6 +115,51 @@ class Chain:
                 for document, texts in zip(current, outputs, strict=True)
             ]
         return [[p.text for p in document.passages] for document in current]
+
+
+def chain_for(steps: Sequence[ContextStep], dataset: Dataset) -> Chain:
+    """The chain of ``steps`` for ``dataset``: a step that reads the dataset's published tables
+    (it takes ``dataset_dir``) is pointed at the dataset's directory unless its args say
+    otherwise."""
+    placed = []
+    for step in steps:
+        factory = registry.contextualizers.get(step.name)
+        try:
+            takes = "dataset_dir" in inspect.signature(factory).parameters
+        except (TypeError, ValueError):
+            takes = False
+        if takes and "dataset_dir" not in step.args and dataset.root is not None:
+            step = ContextStep(step.name, {**step.args, "dataset_dir": str(dataset.root)})
+        placed.append(step)
+    return Chain(placed)
+
+
+def sample_cost(
+    dataset: Dataset,
+    steps: Sequence[ContextStep],
+    sample: int | None = None,
+    workers: int = 1,
+    cache: Cache | None = None,
+) -> Cost:
+    """Contextualize the corpus, or ``sample`` documents spread evenly over it, into the store
+    that experiments share; the cost of a sample carries the estimate for the whole corpus."""
+    chain = chain_for(steps, dataset)
+    store = ContextStore.for_chain((cache or Cache()).root, chain)
+    cost = Cost(chain.label)
+    documents: Iterable[Document] = dataset.corpus
+    total = sum(1 for _ in dataset.corpus) if sample else 0
+    if sample and sample < total:
+        cost.corpus_words = sum(words(d) for d in dataset.corpus)
+        chosen = {i * total // sample for i in range(sample)}
+        documents = (d for i, d in enumerate(dataset.corpus) if i in chosen)
+    try:
+        for _ in contextualize_corpus(documents, chain, store, cost, workers):
+            pass
+        if cost.corpus_words is None:
+            store.record(dataset.corpus.fingerprint, cost)
+    finally:
+        store.close()
+    return cost
 
 
 def _with_texts(document: Document, texts: object, step: str) -> Document:

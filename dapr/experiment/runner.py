@@ -15,9 +15,9 @@ from tqdm.auto import tqdm
 from dapr import registry
 from dapr.contextualizers.pipeline import (
     Chain,
-    ContextStep,
     ContextStore,
     Cost,
+    chain_for,
     contextualize_corpus,
 )
 from dapr.data import Dataset, Qrels, Queries, Run
@@ -84,7 +84,7 @@ class Runner:
         dataset = outcome.dataset
         factory = registry.retrievers.get(spec.name)
         component = factory(**_with_language(factory, spec.args, dataset.language))
-        chain = _chain(spec.contextualizer, dataset)
+        chain = chain_for(spec.contextualizer, dataset) if spec.contextualizer else None
         made_by = (
             spec.name,
             getattr(factory, "version", "0"),
@@ -215,24 +215,6 @@ class Runner:
             run.save(entry / "run.npz")
         outcome.steps.append(Step(kind, system, "computed", time.perf_counter() - started))
         return run
-
-
-def _chain(steps: tuple[ContextStep, ...], dataset: Dataset) -> Chain | None:
-    """The contextualizer chain of a system; a step that reads published tables of the dataset
-    (``dataset_dir``) is pointed at the experiment's dataset unless its args say otherwise."""
-    if not steps:
-        return None
-    placed = []
-    for step in steps:
-        factory = registry.contextualizers.get(step.name)
-        try:
-            takes = "dataset_dir" in inspect.signature(factory).parameters
-        except (TypeError, ValueError):
-            takes = False
-        if takes and "dataset_dir" not in step.args and dataset.root is not None:
-            step = ContextStep(step.name, {**step.args, "dataset_dir": str(dataset.root)})
-        placed.append(step)
-    return Chain(placed)
 
 
 def _identity(component: object, args: dict) -> object:
