@@ -67,7 +67,38 @@ BAD = [
         "choose from: ConditionalQA, DuReader-retrieval,",
     ),
     ("retrievers: {}\n", "missing key 'dataset'"),
+    (
+        GOOD.replace("contextualizer: title", "contextualizer: [title, {name: keyphrase}]"),
+        "retrievers.dense.contextualizer[1].name: unknown contextualizer 'keyphrase'",
+    ),
+    (
+        GOOD.replace("contextualizer: title", "contextualizer: {name: title, argz: {}}"),
+        "unknown key 'retrievers.dense.contextualizer.argz'; valid keys: name, args",
+    ),
+    (
+        GOOD.replace("contextualizer: title", "contextualizer: [title, 3]"),
+        "retrievers.dense.contextualizer[1] must be a contextualizer name or a mapping",
+    ),
+    (
+        GOOD.replace("contextualizer: title", "contextualizer: {name: title, args: {n: 3}}"),
+        "unknown key 'retrievers.dense.contextualizer.args.n'; valid keys: none",
+    ),
+    (GOOD + "workers: 0\n", "workers must be a positive integer, got 0"),
 ]
+
+
+def test_contextualizer_chains_in_every_form(tmp_path):
+    text = GOOD.replace(
+        "contextualizer: title",
+        "contextualizer: [{name: precomputed, args: {kind: coref}}, title]",
+    )
+    exp = load(_write(tmp_path, text + "workers: 3\n"))
+    steps = exp.retrievers["dense"].contextualizer
+    assert [(s.name, dict(s.args)) for s in steps] == [
+        ("precomputed", {"kind": "coref"}),
+        ("title", {}),
+    ]
+    assert exp.workers == 3 and exp.retrievers["bm25-doc"].contextualizer == ()
 
 
 @pytest.mark.parametrize(("text", "message"), BAD)
