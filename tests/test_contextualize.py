@@ -3,6 +3,7 @@
 import json
 import os
 import sqlite3
+import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -12,6 +13,7 @@ from dapr import registry
 from dapr.cli import main
 from dapr.contextualizers.pipeline import (
     CHUNK,
+    WARM_UP,
     Chain,
     ContextStep,
     ContextStore,
@@ -31,7 +33,7 @@ class Shout:
     calls = 0
 
     def contextualize(self, document):
-        Shout.calls += 1
+        Shout.calls += document.id != WARM_UP.id
         return [p.text.upper() for p in document.passages]
 
 
@@ -53,7 +55,28 @@ class Broken:
         return ["only one"]
 
 
-for name, component in (("shout", Shout), ("tag", Tag), ("broken", Broken)):
+class SlowStart:
+    """Takes a second to load its model at first use, then no time at all."""
+
+    version = "1"
+    parallel = False
+
+    def __init__(self):
+        self.loaded = False
+
+    def contextualize(self, document):
+        if not self.loaded:
+            time.sleep(1.0)
+            self.loaded = True
+        return [p.text for p in document.passages]
+
+
+for name, component in (
+    ("shout", Shout),
+    ("tag", Tag),
+    ("broken", Broken),
+    ("slow-start", SlowStart),
+):
     registry.contextualizers.add(name, component)
 
 
@@ -118,6 +141,11 @@ def test_worker_processes_give_the_same_texts_in_corpus_order(tmp_path):
     assert f"{os.getpid()}>" not in pids  # computed in the workers, not here
     strip = [[t.rsplit(" <", 1)[0] for t in texts] for texts in parallel]
     assert strip == [[f"Title {n} text {n} {i}" for i in range(2)] for n in range(3 * CHUNK)]
+
+
+def test_loading_a_model_is_not_timed_as_work(tmp_path):
+    _, cost = _run([_doc(n) for n in range(3)], ["slow-start"], tmp_path)
+    assert cost.wall_seconds >= 1.0 and cost.seconds < 0.5 and cost.computed == 3
 
 
 def test_a_step_returning_the_wrong_number_of_texts_is_named(tmp_path):
