@@ -135,6 +135,10 @@ class Registry:
         """Register an object at run time (a notebook or a test); entry points need no call."""
         self._extra[name] = obj
 
+    def remove(self, name: str) -> None:
+        """Forget an object registered with :meth:`add`."""
+        self._extra.pop(name, None)
+
 
 datasets = Registry("dapr.datasets", "dataset")
 retrievers = Registry("dapr.retrievers", "retriever")

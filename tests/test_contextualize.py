@@ -71,13 +71,16 @@ class SlowStart:
         return [p.text for p in document.passages]
 
 
-for name, component in (
-    ("shout", Shout),
-    ("tag", Tag),
-    ("broken", Broken),
-    ("slow-start", SlowStart),
-):
-    registry.contextualizers.add(name, component)
+TEST_STEPS = {"shout": Shout, "tag": Tag, "broken": Broken, "slow-start": SlowStart}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _registered():
+    for name, component in TEST_STEPS.items():
+        registry.contextualizers.add(name, component)
+    yield
+    for name in TEST_STEPS:
+        registry.contextualizers.remove(name)
 
 
 def _doc(n: int, passages: int = 2) -> Document:
