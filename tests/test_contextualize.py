@@ -93,10 +93,8 @@ def _doc(n: int, passages: int = 2) -> Document:
 
 def _run(documents, steps, root, workers=1):
     chain = Chain([ContextStep(s) if isinstance(s, str) else s for s in steps])
-    store = ContextStore.for_chain(root, chain)
     cost = Cost(chain.label)
-    out = [texts for _, texts in contextualize_corpus(documents, chain, store, cost, workers)]
-    store.close()
+    out = [texts for _, texts in contextualize_corpus(documents, chain, root, cost, workers)]
     return out, cost
 
 
@@ -123,17 +121,31 @@ def test_store_serves_documents_already_done_and_computes_only_changed_ones(tmp_
 def test_an_interrupted_pass_resumes_without_redoing_work(tmp_path):
     documents = [_doc(n) for n in range(3 * CHUNK)]
     chain = Chain([ContextStep("shout")])
-    store = ContextStore.for_chain(tmp_path, chain)
     Shout.calls = 0
-    stream = contextualize_corpus(documents, chain, store, Cost("shout"))
+    stream = contextualize_corpus(documents, chain, tmp_path, Cost("shout"))
     for _ in range(CHUNK + 3):  # stop in the middle of the second chunk
         next(stream)
     stream.close()
-    stored = sqlite3.connect(store.path).execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+    store = ContextStore.for_step(tmp_path, chain.identity()[0]).path
+    stored = sqlite3.connect(store).execute("SELECT COUNT(*) FROM documents").fetchone()[0]
     assert stored == Shout.calls == 2 * CHUNK
     out, cost = _run(documents, ["shout"], tmp_path)
     assert cost.computed == CHUNK and Shout.calls == 3 * CHUNK
     assert out[0] == ["TEXT 0 0", "TEXT 0 1"] and len(out) == 3 * CHUNK
+
+
+def test_a_chain_reuses_what_its_steps_computed_in_other_chains(tmp_path):
+    documents = [_doc(n) for n in range(4)]
+    Shout.calls = 0
+    alone, cost = _run(documents, ["shout"], tmp_path)
+    assert Shout.calls == 4 and cost.computed == 4
+    titled, cost = _run(documents, ["shout", "title"], tmp_path)
+    assert Shout.calls == 4 and cost.computed == 4  # only the title step ran
+    assert titled[0] == [f"Title 0 {t}" for t in alone[0]]
+    _, cost = _run(documents, ["shout", "title"], tmp_path)
+    assert cost.computed == 0 and cost.seconds > 0
+    _, cost = _run(documents, ["title"], tmp_path)
+    assert cost.computed == 4  # title now reads the passages as they are: new input
 
 
 def test_worker_processes_give_the_same_texts_in_corpus_order(tmp_path):

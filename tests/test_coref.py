@@ -249,8 +249,8 @@ def test_backends_choose_their_class_and_how_the_pipeline_runs_them():
 def test_the_pipeline_runs_rules_in_workers_and_fastcoref_in_batches():
     from dapr.contextualizers.pipeline import Chain, ContextStep
 
-    assert Chain([ContextStep("coref", {"backend": "rules"})]).parallel is True
-    assert Chain([ContextStep("title"), ContextStep("coref")]).parallel is False
+    assert Chain([ContextStep("coref", {"backend": "rules"})]).parallel(0) is True
+    assert Chain([ContextStep("title"), ContextStep("coref")]).parallel(1) is False
 
 
 def test_missing_fastcoref_package_is_a_one_line_error(monkeypatch):

@@ -1,20 +1,20 @@
-"""Contextualize a corpus: chained steps, cached per document, spread over processes, timed.
+"""Contextualize a corpus: chained steps, cached per document and step, spread over processes.
 
 A :class:`Chain` applies contextualizers in order; each step sees the passages as the previous
 step left them (``[coref, title]`` prepends the title to coreference-annotated passages).
 
-:func:`contextualize_corpus` streams ``(document, texts)`` in corpus order. Every document's
-texts are stored in a :class:`ContextStore` (SQLite, one file per chain) under a hash of the
-document's content, together with the words it held and the seconds it took. A corpus is
-therefore never contextualized twice, an interrupted pass resumes where it stopped, and a changed
-document is the only one computed again. Documents not in the store are computed in worker
-processes (spawned, each building the chain once) when a step asks for them (``parallel =
-True``) and none refuses them (``parallel = False``, or ``contextualize_batch``: a neural model
-batching documents on a GPU).
+:func:`contextualize_corpus` streams ``(document, texts)`` in corpus order. Each step keeps its
+outputs in a :class:`ContextStore` (SQLite, one file per step and its settings) under a hash of
+the document it read, with the words it held and the seconds it took. A corpus is therefore
+never contextualized twice by the same step, in any chain (``[coref, title]`` reuses what
+``coref`` alone computed); an interrupted pass resumes where it stopped; an edited document is
+the only one computed again. A step runs in worker processes (spawned, each building the chain
+once) when it asks for them (``parallel = True``) and does not batch documents itself
+(``contextualize_batch``: a neural model on a GPU).
 
 The measured speed is words per second of one process, the unit of the DAPR paper's Table 6
-(it reports 618.8 words/s for TopicRank): total process time is the sum of per-document times,
-so it does not depend on how many workers ran.
+(it reports 618.8 words/s for TopicRank): total process time is the sum of per-document times
+of every step, so it does not depend on how many workers ran.
 """
 
 from __future__ import annotations
@@ -77,14 +77,14 @@ class Chain:
         self.steps = tuple(steps)
         self.factories = [registry.contextualizers.get(step.name) for step in self.steps]
         self._components: list[Any] | None = None
-        self._warm = False
+        self._warm: set[int] = set()
 
     def __getstate__(self) -> dict:
         return {"steps": self.steps, "factories": self.factories}
 
     def __setstate__(self, state: dict) -> None:
         self.steps, self.factories = state["steps"], state["factories"]
-        self._components, self._warm = None, False
+        self._components, self._warm = None, set()
 
     @property
     def components(self) -> list[Any]:
@@ -105,36 +105,40 @@ class Chain:
             out.append([step.name, getattr(component, "version", "0"), made_of])
         return out
 
-    @property
-    def parallel(self) -> bool:
-        """Whether to use worker processes: some step asks for them (``parallel = True``: CPU
-        work on one document at a time) and none refuses them (``parallel = False``, or it
-        batches documents itself)."""
-        wants = [getattr(c, "parallel", None) for c in self.components]
-        batches = any(hasattr(c, "contextualize_batch") for c in self.components)
-        return True in wants and False not in wants and not batches
+    def parallel(self, index: int) -> bool:
+        """Whether step ``index`` runs in worker processes: it asks for them (``parallel =
+        True``: CPU work on one document at a time) and does not batch documents itself."""
+        component = self.components[index]
+        return getattr(component, "parallel", None) is True and not hasattr(
+            component, "contextualize_batch"
+        )
 
-    def warm_up(self) -> None:
-        """Load every step's models on a tiny document, so that loading is not timed as work.
-        An error here is left for the real documents to raise, with their names in it."""
-        if self._warm:
+    def warm_up(self, index: int) -> None:
+        """Load step ``index``'s models on a tiny document, so that loading is not timed as
+        work. An error here is left for the real documents to raise, with their names in it."""
+        if index in self._warm:
             return
-        self._warm = True
+        self._warm.add(index)
         with contextlib.suppress(DaprError):
-            self.apply([WARM_UP])
+            self.apply_step(index, [WARM_UP])
+
+    def apply_step(self, index: int, documents: Sequence[Document]) -> list[Document]:
+        """``documents`` with their passages as step ``index`` rewrites them."""
+        step, component = self.steps[index], self.components[index]
+        if hasattr(component, "contextualize_batch"):
+            outputs = component.contextualize_batch(list(documents))
+        else:
+            outputs = [component.contextualize(document) for document in documents]
+        return [
+            _with_texts(document, texts, step.name)
+            for document, texts in zip(documents, outputs, strict=True)
+        ]
 
     def apply(self, documents: Sequence[Document]) -> list[list[str]]:
-        """The final texts of every passage of every document."""
+        """The final texts of every passage of every document (no store, one process)."""
         current = list(documents)
-        for step, component in zip(self.steps, self.components):
-            if hasattr(component, "contextualize_batch"):
-                outputs = component.contextualize_batch(current)
-            else:
-                outputs = [component.contextualize(document) for document in current]
-            current = [
-                _with_texts(document, texts, step.name)
-                for document, texts in zip(current, outputs, strict=True)
-            ]
+        for index in range(len(self.steps)):
+            current = self.apply_step(index, current)
         return [[p.text for p in document.passages] for document in current]
 
 
@@ -165,7 +169,7 @@ def sample_cost(
     """Contextualize the corpus, or ``sample`` documents spread evenly over it, into the store
     that experiments share; the cost of a sample carries the estimate for the whole corpus."""
     chain = chain_for(steps, dataset)
-    store = ContextStore.for_chain((cache or Cache()).root, chain)
+    root = (cache or Cache()).root
     cost = Cost(chain.label)
     documents: Iterable[Document] = dataset.corpus
     total = sum(1 for _ in dataset.corpus) if sample else 0
@@ -173,13 +177,10 @@ def sample_cost(
         cost.corpus_words = sum(words(d) for d in dataset.corpus)
         chosen = {i * total // sample for i in range(sample)}
         documents = (d for i, d in enumerate(dataset.corpus) if i in chosen)
-    try:
-        for _ in contextualize_corpus(documents, chain, store, cost, workers):
-            pass
-        if cost.corpus_words is None:
-            store.record(dataset.corpus.fingerprint, cost)
-    finally:
-        store.close()
+    for _ in contextualize_corpus(documents, chain, root, cost, workers):
+        pass
+    if cost.corpus_words is None:
+        record_cost(root, chain, dataset.corpus.fingerprint, cost)
     return cost
 
 
@@ -229,7 +230,8 @@ class Done:
 
 
 class ContextStore:
-    """Texts of contextualized documents by document key, for one chain (SQLite, WAL).
+    """The output of one contextualizer for every document it has read, by the document's
+    key (SQLite, WAL): any chain in which the step reads the same document reuses it.
 
     Several runs may share the file: SQLite locks it, and an entry written twice is the same.
     """
@@ -243,15 +245,11 @@ class ContextStore:
             "CREATE TABLE IF NOT EXISTS documents "
             "(key TEXT PRIMARY KEY, texts TEXT NOT NULL, words INTEGER, seconds REAL)"
         )
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS corpora "
-            "(fingerprint TEXT PRIMARY KEY, documents INTEGER, words INTEGER, seconds REAL)"
-        )
         self._db.commit()
 
     @classmethod
-    def for_chain(cls, root: Path, chain: Chain) -> ContextStore:
-        return cls(root / "contexts" / f"{content_key(chain.identity())}.sqlite")
+    def for_step(cls, root: Path, identity: object) -> ContextStore:
+        return cls(root / "contexts" / f"{content_key(identity)}.sqlite")
 
     def get(self, keys: Sequence[str]) -> dict[str, Done]:
         found: dict[str, Done] = {}
@@ -276,22 +274,41 @@ class ContextStore:
         )
         self._db.commit()
 
-    def record(self, fingerprint: str, cost: Cost) -> None:
-        """Remember the totals of a complete pass over the corpus ``fingerprint``."""
-        self._db.execute(
-            "INSERT OR REPLACE INTO corpora VALUES (?, ?, ?, ?)",
-            (fingerprint, cost.documents, cost.words, cost.seconds),
-        )
-        self._db.commit()
-
-    def recorded(self, fingerprint: str) -> tuple[int, int, float] | None:
-        row = self._db.execute(
-            "SELECT documents, words, seconds FROM corpora WHERE fingerprint = ?", (fingerprint,)
-        ).fetchone()
-        return tuple(row) if row else None
-
     def close(self) -> None:
         self._db.close()
+
+
+def _cost_log(root: Path) -> sqlite3.Connection:
+    path = root / "contexts" / "costs.sqlite"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path, timeout=600)
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS costs "
+        "(key TEXT PRIMARY KEY, documents INTEGER, words INTEGER, seconds REAL)"
+    )
+    return db
+
+
+def record_cost(root: Path, chain: Chain, fingerprint: str, cost: Cost) -> None:
+    """Remember the totals of a complete pass of ``chain`` over the corpus ``fingerprint``."""
+    db = _cost_log(root)
+    with db:
+        db.execute(
+            "INSERT OR REPLACE INTO costs VALUES (?, ?, ?, ?)",
+            (content_key(chain.identity(), fingerprint), cost.documents, cost.words, cost.seconds),
+        )
+    db.close()
+
+
+def recorded_cost(root: Path, chain: Chain, fingerprint: str) -> Cost | None:
+    """What :func:`record_cost` remembered of ``chain`` on corpus ``fingerprint``, if anything."""
+    db = _cost_log(root)
+    row = db.execute(
+        "SELECT documents, words, seconds FROM costs WHERE key = ?",
+        (content_key(chain.identity(), fingerprint),),
+    ).fetchone()
+    db.close()
+    return Cost(chain.label, *row) if row else None
 
 
 @dataclass
@@ -323,10 +340,10 @@ class Cost:
         total = self.corpus_words if self.corpus_words is not None else self.words
         return total / self.words_per_second if self.seconds > 0 else 0.0
 
-    def add(self, done: Done, computed: bool) -> None:
+    def add(self, words: int, seconds: float, computed: bool) -> None:
         self.documents += 1
-        self.words += done.words
-        self.seconds += done.seconds
+        self.words += words
+        self.seconds += seconds
         self.computed += computed
 
     def as_dict(self) -> dict[str, Any]:
@@ -346,47 +363,78 @@ class Cost:
 def contextualize_corpus(
     documents: Iterable[Document],
     chain: Chain,
-    store: ContextStore,
+    root: Path,
     cost: Cost,
     workers: int = 1,
 ) -> Iterator[tuple[Document, list[str]]]:
-    """``(document, texts)`` for every document, in order; computed ones are stored at once."""
+    """``(document, texts)`` for every document, in order, through every step of ``chain``.
+
+    Each step reads its input from the stream of the step before and keeps its own store under
+    ``root``; what a step computes is stored at once. Words count the input documents; seconds
+    add up every step's time, measured when it computed (also in an earlier run)."""
     started = time.perf_counter()
-    use_pool = workers > 1 and chain.parallel
-    cost.workers = workers if use_pool else 1
-    pool: ProcessPoolExecutor | None = None
-    pending: deque[_Batch] = deque()
+    pool = _Pool(chain, workers)
+    stores = [ContextStore.for_step(root, identity) for identity in chain.identity()]
+    items: Iterator[_Item] = (_Item(d, d) for d in documents)
+    for index, store in enumerate(stores):
+        parallel = workers > 1 and chain.parallel(index)
+        items = _stage(items, chain, index, store, pool if parallel else None, workers)
     try:
-        for documents_ in _chunks(documents, CHUNK):
-            batch = _Batch(documents_, store)
-            if batch.missing and use_pool:
-                pool = pool or _pool(chain, workers)
-                batch.future = pool.submit(_work, batch.missing)
-            elif batch.missing:
-                batch.finish(store, _timed(chain, batch.missing))
-            pending.append(batch)
-            while pending and (len(pending) > 2 * workers or pending[0].future is None):
-                yield from pending.popleft().results(store, cost)
-        while pending:
-            yield from pending.popleft().results(store, cost)
+        for item in items:
+            cost.add(words(item.original), item.seconds, item.computed)
+            yield item.original, [p.text for p in item.current.passages]
     finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
-    cost.wall_seconds = time.perf_counter() - started
+        pool.shutdown()
+        for store in stores:
+            store.close()
+        cost.workers = workers if pool.started else 1
+        cost.wall_seconds = time.perf_counter() - started
+
+
+@dataclass
+class _Item:
+    """A document on its way through the steps: as given, as the last step left it, the
+    seconds spent on it so far and whether any step computed it in this pass."""
+
+    original: Document
+    current: Document
+    seconds: float = 0.0
+    computed: bool = False
+
+
+def _stage(
+    items: Iterable[_Item],
+    chain: Chain,
+    index: int,
+    store: ContextStore,
+    pool: _Pool | None,
+    workers: int,
+) -> Iterator[_Item]:
+    """Step ``index`` over a stream: stored outputs reused, missing ones computed in chunks (in
+    worker processes when ``pool`` is given, a bounded number of chunks ahead)."""
+    pending: deque[_Batch] = deque()
+    for chunk in _chunks(items, CHUNK):
+        batch = _Batch(chunk, store)
+        if batch.missing and pool is not None:
+            batch.future = pool.submit(index, batch.missing)
+        elif batch.missing:
+            batch.finish(store, _timed(chain, index, batch.missing))
+        pending.append(batch)
+        while pending and (len(pending) > 2 * workers or pending[0].future is None):
+            yield from pending.popleft().results(store, chain.steps[index].name)
+    while pending:
+        yield from pending.popleft().results(store, chain.steps[index].name)
 
 
 class _Batch:
-    """A chunk of documents: those found in the store, and those still to compute."""
+    """A chunk of a step's input: documents found in its store, and those still to compute."""
 
-    def __init__(self, documents: list[Document], store: ContextStore):
-        self.documents = documents
-        self.keys = [document_key(d) for d in documents]
+    def __init__(self, items: list[_Item], store: ContextStore):
+        self.items = items
+        self.keys = [document_key(item.current) for item in items]
         self.found = store.get(self.keys)
-        self.missing = [
-            documents[self.keys.index(key)]
-            for key in dict.fromkeys(self.keys)
-            if key not in self.found
-        ]
+        first = {key: item.current for key, item in zip(self.keys, items)}
+        self.missing = [doc for key, doc in first.items() if key not in self.found]
         self.computed: set[str] = set()
         self.future: Future | None = None
 
@@ -397,27 +445,32 @@ class _Batch:
         self.found |= entries
         self.computed = set(entries)
 
-    def results(self, store: ContextStore, cost: Cost) -> Iterator[tuple[Document, list[str]]]:
+    def results(self, store: ContextStore, step: str) -> Iterator[_Item]:
         if self.future is not None:
             self.finish(store, self.future.result())
             self.future = None
-        for document, key in zip(self.documents, self.keys):
+        for item, key in zip(self.items, self.keys):
             done = self.found[key]
-            cost.add(done, key in self.computed)
+            item.current = _with_texts(item.current, done.texts, step)
+            item.seconds += done.seconds
+            item.computed = item.computed or key in self.computed
             self.computed.discard(key)  # a document repeated in the corpus is computed once
-            yield document, done.texts
+            yield item
 
 
-def _timed(chain: Chain, documents: list[Document]) -> list[Done]:
-    """Apply the chain; the elapsed time is shared among the documents by their words."""
-    chain.warm_up()
+def _timed(chain: Chain, index: int, documents: list[Document]) -> list[Done]:
+    """Apply step ``index``; the elapsed time is shared among the documents by their words."""
+    chain.warm_up(index)
     started = time.perf_counter()
-    outputs = chain.apply(documents)
+    outputs = chain.apply_step(index, documents)
     seconds = time.perf_counter() - started
     counts = [words(d) for d in documents]
     total = sum(counts)
     shares = [n / total for n in counts] if total else [1 / len(counts)] * len(counts)
-    return [Done(t, n, seconds * share) for t, n, share in zip(outputs, counts, shares)]
+    return [
+        Done([p.text for p in out.passages], n, seconds * share)
+        for out, n, share in zip(outputs, counts, shares)
+    ]
 
 
 def _chunks(documents: Iterable[Document], size: int) -> Iterator[list[Document]]:
@@ -431,16 +484,33 @@ def _chunks(documents: Iterable[Document], size: int) -> Iterator[list[Document]
         yield batch
 
 
+class _Pool:
+    """Worker processes (spawned, each building the chain once), started at the first task."""
+
+    def __init__(self, chain: Chain, workers: int):
+        self.chain, self.workers = chain, workers
+        self._executor: ProcessPoolExecutor | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._executor is not None
+
+    def submit(self, index: int, documents: list[Document]) -> Future:
+        if self._executor is None:
+            self._executor = ProcessPoolExecutor(
+                max_workers=self.workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_start_worker,
+                initargs=(self.chain,),
+            )
+        return self._executor.submit(_work, index, documents)
+
+    def shutdown(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(cancel_futures=True)
+
+
 _worker_chain: Chain | None = None
-
-
-def _pool(chain: Chain, workers: int) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=_start_worker,
-        initargs=(chain,),
-    )
 
 
 def _start_worker(chain: Chain) -> None:
@@ -449,6 +519,6 @@ def _start_worker(chain: Chain) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
-def _work(documents: list[Document]) -> list[Done]:
+def _work(index: int, documents: list[Document]) -> list[Done]:
     assert _worker_chain is not None
-    return _timed(_worker_chain, documents)
+    return _timed(_worker_chain, index, documents)

@@ -15,10 +15,11 @@ from tqdm.auto import tqdm
 from dapr import registry
 from dapr.contextualizers.pipeline import (
     Chain,
-    ContextStore,
     Cost,
     chain_for,
     contextualize_corpus,
+    record_cost,
+    recorded_cost,
 )
 from dapr.data import Dataset, Qrels, Queries, Run
 from dapr.evaluation import Evaluation, evaluate
@@ -161,27 +162,22 @@ class Runner:
         if chain is None:
             pairs = ((d, [p.text for p in d.passages]) for d in documents)
         else:
-            store = ContextStore.for_chain(self.cache.root, chain)
             cost = outcome.costs[system] = Cost(chain.label)
-            pairs = contextualize_corpus(documents, chain, store, cost, self.workers)
+            pairs = contextualize_corpus(documents, chain, self.cache.root, cost, self.workers)
         for document, texts in pairs:
             for passage, text in zip(document.passages, texts, strict=True):
                 if passage.is_candidate:
                     yield passage.id, text
         if chain is not None:
-            store.record(dataset.corpus.fingerprint, cost)
-            store.close()
+            record_cost(self.cache.root, chain, dataset.corpus.fingerprint, cost)
 
     def _recorded_cost(self, outcome: Outcome, system: str, chain: Chain | None) -> None:
         """The cost a complete earlier pass of ``chain`` over this corpus recorded, if any."""
         if chain is None:
             return
-        store = ContextStore.for_chain(self.cache.root, chain)
-        recorded = store.recorded(outcome.dataset.corpus.fingerprint)
-        store.close()
+        recorded = recorded_cost(self.cache.root, chain, outcome.dataset.corpus.fingerprint)
         if recorded is not None:
-            documents, words, seconds = recorded
-            outcome.costs[system] = Cost(chain.label, documents, words, seconds)
+            outcome.costs[system] = recorded
 
     def _fuse(self, outcome: Outcome, system: str, spec: FusionSpec) -> Run:
         factory = registry.fusers.get(spec.name)
