@@ -206,9 +206,11 @@ def _describe(value: object) -> str:
 
 
 def document_key(document: Document) -> str:
-    """A hash of what a contextualizer reads: the title and the passage texts, in order."""
+    """A hash of what a contextualizer reads: the ids, the title and the passage texts, in
+    order (ids too, because a step may look a document up by id, as ``precomputed`` does)."""
     digest = hashlib.sha256()
-    for text in (document.title, *(p.text for p in document.passages)):
+    fields = (document.id, document.title, *(f for p in document.passages for f in (p.id, p.text)))
+    for text in fields:
         data = text.encode()
         digest.update(len(data).to_bytes(8, "little"))
         digest.update(data)
