@@ -177,7 +177,7 @@ def _retriever(
         lambda: registry.with_preset(spec["name"], factory, spec.get("args", {}), level),
     )
     _check_args(factory, args, path, f"{where}.args")
-    steps = _context_steps(spec.get("contextualizer"), path, f"{where}.contextualizer")
+    steps = context_steps(spec.get("contextualizer"), path, f"{where}.contextualizer")
     if steps and level == "document":
         raise ConfigError(
             f"{path}: {where}.contextualizer: contextualizers apply to passages; "
@@ -186,7 +186,7 @@ def _retriever(
     return RetrieverSpec(spec["name"], level, args, steps, first_stage)
 
 
-def _context_steps(value: Any, path: Path, where: str) -> tuple[ContextStep, ...]:
+def context_steps(value: Any, path: Path, where: str) -> tuple[ContextStep, ...]:
     """``title``, ``{name: keyphrases, args: {...}}`` or a list of these, applied in order."""
     if value is None:
         return ()
