@@ -1,4 +1,5 @@
-"""Retrieval metrics through pytrec_eval (trec_eval's own code), per query and averaged."""
+"""Retrieval metrics through pytrec_eval (trec_eval's own code), per query and averaged, and
+document-level evaluation of passage runs by MaxP (the DAPR paper's Table 4)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from dapr.data import Qrels, Run
+import numpy as np
+
+from dapr.data import CorpusIds, Qrels, Run, rank_order
 from dapr.errors import DaprError
 
 DEFAULT_METRICS = ("nDCG@10", "R@100", "MRR@10")
@@ -114,3 +117,38 @@ def _truncate(results: Mapping[str, Mapping[str, float]], k: int) -> dict[str, d
         qid: dict(sorted(ranked.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)[:k])
         for qid, ranked in results.items()
     }
+
+
+def maxp(run: Run, ids: CorpusIds) -> Run:
+    """The document run of a passage run: each document scores its best passage (MaxP).
+
+    ``ids`` are the corpus's passage and document ids; a passage it does not know is dropped.
+    """
+    index = {p: d for p, d in zip(ids.passage_ids.tolist(), ids.doc_of.tolist())}
+    doc_of = np.fromiter((index.get(p, -1) for p in run.vocab.tolist()), np.int64, len(run.vocab))
+    docs = doc_of[run.items]
+    query_of = np.repeat(np.arange(len(run.queries)), np.diff(run.offsets))
+    known = np.flatnonzero(docs >= 0)
+    # rows are in rank order within a query, so a (query, document) pair's first row is its best
+    pairs = query_of[known] * max(len(ids.doc_ids), 1) + docs[known]
+    _, first = np.unique(pairs, return_index=True)
+    best = known[np.sort(first)]
+    offsets = np.zeros(len(run.queries) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(query_of[best], minlength=len(run.queries)), out=offsets[1:])
+    items, scores = docs[best], run.scores[best]
+    order = rank_order(offsets, items, scores)
+    return Run(run.queries, offsets, items[order], scores[order], ids.doc_ids)
+
+
+def document_qrels(qrels: Qrels, ids: CorpusIds) -> Qrels:
+    """Document-level judgements: a document takes the best grade of its judged passages."""
+    doc_of = dict(zip(ids.passage_ids.tolist(), ids.doc_ids[ids.doc_of].tolist()))
+    out: Qrels = {}
+    for qid, judged in qrels.items():
+        docs: dict[str, int] = {}
+        for passage, grade in judged.items():
+            doc = doc_of.get(passage)
+            if doc is not None:
+                docs[doc] = max(grade, docs.get(doc, grade))
+        out[qid] = docs
+    return out

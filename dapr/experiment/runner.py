@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm.auto import tqdm
 
-from dapr import registry
+from dapr import evaluation, registry
 from dapr.contextualizers.pipeline import (
     Chain,
     Cost,
@@ -21,7 +21,7 @@ from dapr.contextualizers.pipeline import (
     record_cost,
     recorded_cost,
 )
-from dapr.data import Dataset, Qrels, Queries, Run
+from dapr.data import Dataset, Queries, Run
 from dapr.evaluation import Evaluation, evaluate
 from dapr.experiment.cache import Cache, content_key
 from dapr.experiment.config import Experiment, FusionSpec, RetrieverSpec
@@ -71,7 +71,7 @@ class Runner:
         for system, spec in exp.fusion.items():
             outcome.runs[system] = self._fuse(outcome, system, spec)
             outcome.levels[system] = "passage"
-        document_qrels = _document_qrels(dataset, split.qrels)
+        document_qrels = evaluation.document_qrels(split.qrels, dataset.corpus.ids)
         for system, run in outcome.runs.items():
             qrels = document_qrels if outcome.levels[system] == "document" else split.qrels
             outcome.evaluations[system] = evaluate(
@@ -255,21 +255,6 @@ def doc_codes(dataset: Dataset, passage_run: Run, document_run: Run) -> np.ndarr
         dtype=np.int64,
         count=len(passage_run.vocab),
     )
-
-
-def _document_qrels(dataset: Dataset, qrels: Qrels) -> Qrels:
-    """Document-level judgements: a document takes the best grade of its passages."""
-    ids = dataset.corpus.ids
-    doc_of = dict(zip(ids.passage_ids.tolist(), ids.doc_ids[ids.doc_of].tolist()))
-    out: Qrels = {}
-    for qid, judged in qrels.items():
-        docs: dict[str, int] = {}
-        for passage, grade in judged.items():
-            doc = doc_of.get(passage)
-            if doc is not None:
-                docs[doc] = max(grade, docs.get(doc, grade))
-        out[qid] = docs
-    return out
 
 
 def _queries_hash(queries: Queries) -> str:
