@@ -1,7 +1,13 @@
 """Fusers: combine a BM25 document run with a neural passage run into one passage run.
 
 :class:`Convex` reproduces the DAPR paper's hybrid of document and passage scores ("M2C2" in the
-reference code of UKPLab/acl2024-dapr): min-max normalise each side, then mix them convexly.
+reference code of UKPLab/acl2024-dapr): min-max normalise each side, then mix them convexly;
+``scaling`` offers z-scores or ranks instead of min-max. :class:`RRF` is reciprocal rank fusion
+(Cormack, Clarke and Buettcher, SIGIR 2009), which needs no normalisation at all.
+
+In both, the candidates of a query are the passages of its passage list; a candidate's document
+side is its document's entry in the query's document list, and a candidate whose document is
+not listed scores 0 on that side.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ SOFT_ZERO = 1e-4
 """Floor of the min-max divisor, so a constant list normalises to zeros instead of dividing by 0."""
 
 Normalize = Literal["candidates", "document_list"]
+Scaling = Literal["min_max", "z_score", "rank"]
 
 
 def min_max(scores: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
@@ -45,6 +52,39 @@ def min_max(scores: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray
     return (scores - np.repeat(low, counts)) / np.repeat(divisor, counts)
 
 
+def z_score(scores: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Per segment (as in :func:`min_max`), ``(v - mean) / max(std, SOFT_ZERO)``; NaN stays."""
+    scores = np.asarray(scores, dtype=np.float64)
+    out = np.full_like(scores, np.nan)
+    for start, end in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+        segment = scores[start:end]
+        present = ~np.isnan(segment)
+        if present.any():
+            values = segment[present]
+            spread = max(float(values.std()), SOFT_ZERO)
+            out[start:end][present] = (values - values.mean()) / spread
+    return out
+
+
+def rank_scale(scores: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Per segment, ``1 - (r - 1) / n`` for the value of rank ``r`` (1 = highest; equal values
+    share the best rank) among the segment's ``n`` present values; NaN stays."""
+    scores = np.asarray(scores, dtype=np.float64)
+    out = np.full_like(scores, np.nan)
+    for start, end in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+        segment = scores[start:end]
+        present = ~np.isnan(segment)
+        values = segment[present]
+        if len(values):
+            # rank = 1 + how many values are strictly higher
+            higher = np.searchsorted(np.sort(-values), -values, side="left")
+            out[start:end][present] = 1 - higher / len(values)
+    return out
+
+
+SCALINGS = {"min_max": min_max, "z_score": z_score, "rank": rank_scale}
+
+
 class Convex:
     """Convex fusion of min-max normalised BM25 document scores and passage scores.
 
@@ -59,12 +99,15 @@ class Convex:
     ``normalize="document_list"`` (a deviation) normalises over the query's document list, each
     document once. Either way a candidate without a document score scores 0 on that side, and so
     does every candidate of a query that has no document list. Queries with no passage list are
-    left out.
+    left out. ``scaling`` is how each side is normalised: ``min_max`` (the reference),
+    ``z_score`` or ``rank`` (see :func:`z_score`, :func:`rank_scale`).
     """
 
     version = "1"
 
-    def __init__(self, alpha: float, normalize: Normalize = "candidates"):
+    def __init__(
+        self, alpha: float, normalize: Normalize = "candidates", scaling: Scaling = "min_max"
+    ):
         if isinstance(alpha, bool) or not isinstance(alpha, Real) or not 0 <= alpha <= 1:
             raise DaprError(
                 f"convex fusion: alpha (the weight of the document scores) must be a number "
@@ -73,8 +116,12 @@ class Convex:
         if normalize not in get_args(Normalize):
             choices = ", ".join(repr(c) for c in get_args(Normalize))
             raise DaprError(f"convex fusion: normalize must be one of {choices}, got {normalize!r}")
+        if scaling not in SCALINGS:
+            choices = ", ".join(repr(c) for c in SCALINGS)
+            raise DaprError(f"convex fusion: scaling must be one of {choices}, got {scaling!r}")
         self.alpha = float(alpha)
         self.normalize = normalize
+        self.scale = SCALINGS[scaling]
 
     def __repr__(self) -> str:
         return f"Convex(alpha={self.alpha}, normalize={self.normalize!r})"
@@ -82,7 +129,7 @@ class Convex:
     def fuse(self, document_run: Run, passage_run: Run, doc_of: np.ndarray) -> Run:
         """The passage run, re-scored and re-ranked (``doc_of`` as in ``Fuser.fuse``)."""
         document_side = self._document_side(document_run, passage_run, doc_of)
-        passage_side = min_max(passage_run.scores, passage_run.offsets)
+        passage_side = self.scale(passage_run.scores, passage_run.offsets)
         fused = self.alpha * document_side + (1 - self.alpha) * passage_side
         order = rank_order(passage_run.offsets, passage_run.items, fused)
         return Run(
@@ -97,14 +144,60 @@ class Convex:
         """Per passage-run row, its normalised document score, 0 where it has none."""
         candidate_doc = _candidate_documents(document_run, passage_run, doc_of)
         if self.normalize == "document_list":
-            listed = min_max(document_run.scores, document_run.offsets)
+            listed = self.scale(document_run.scores, document_run.offsets)
             mapped = _map_document_scores(document_run, listed, passage_run, candidate_doc)
         else:
             raw = _map_document_scores(
                 document_run, document_run.scores, passage_run, candidate_doc
             )
-            mapped = min_max(raw, passage_run.offsets)
+            mapped = self.scale(raw, passage_run.offsets)
         return np.where(np.isnan(mapped), 0.0, mapped)
+
+
+class RRF:
+    """Reciprocal rank fusion of the document list and the passage list.
+
+    A candidate passage at rank ``p`` of its query's passage list, whose document is at rank
+    ``d`` of the query's document list, scores ``1 / (k + p) + 1 / (k + d)``; a document that is
+    not in the list (or lies below ``depth``) adds 0. Ranks start at 1. ``depth`` cuts both lists
+    before fusing (None: all). ``k = 60`` is the constant of Cormack et al. (2009).
+    """
+
+    version = "1"
+
+    def __init__(self, k: int = 60, depth: int | None = None):
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise DaprError(f"rrf fusion: k must be a non-negative integer, got {k!r}")
+        if depth is not None and (
+            isinstance(depth, bool) or not isinstance(depth, int) or depth < 1
+        ):
+            raise DaprError(f"rrf fusion: depth must be a positive integer or null, got {depth!r}")
+        self.k = k
+        self.depth = depth
+
+    def fuse(self, document_run: Run, passage_run: Run, doc_of: np.ndarray) -> Run:
+        """The passage run, re-scored and re-ranked (``doc_of`` as in ``Fuser.fuse``)."""
+        if self.depth is not None:
+            document_run, passage_run = document_run.top(self.depth), passage_run.top(self.depth)
+        candidate_doc = _candidate_documents(document_run, passage_run, doc_of)
+        document_ranks = _ranks(document_run.offsets)
+        mapped = _map_document_scores(document_run, document_ranks, passage_run, candidate_doc)
+        document_side = np.where(np.isnan(mapped), 0.0, 1 / (self.k + mapped))
+        fused = 1 / (self.k + _ranks(passage_run.offsets)) + document_side
+        order = rank_order(passage_run.offsets, passage_run.items, fused)
+        return Run(
+            passage_run.queries,
+            passage_run.offsets,
+            passage_run.items[order],
+            fused[order],
+            passage_run.vocab,
+        )
+
+
+def _ranks(offsets: np.ndarray) -> np.ndarray:
+    """1-based positions of the rows of a run within their query (rows are in rank order)."""
+    lengths = np.diff(offsets)
+    return (np.arange(offsets[-1]) - np.repeat(offsets[:-1], lengths) + 1).astype(np.float64)
 
 
 def _candidate_documents(document_run: Run, passage_run: Run, doc_of: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ import pytest
 
 from dapr.data import Run, rank_order
 from dapr.errors import DaprError
-from dapr.fusion import SOFT_ZERO, Convex, min_max
+from dapr.fusion import RRF, SOFT_ZERO, Convex, min_max, rank_scale, z_score
 from dapr.registry import Fuser
 
 DictRun = dict[str, dict[str, float]]
@@ -274,3 +274,58 @@ def tie_groups(ranking: list[tuple[str, float]]) -> list[set[str]]:
             groups.append(set())
         groups[-1].add(pid)
     return groups
+
+
+# ----------------------------------------------------------------------------- rrf, scalings
+
+
+def _rrf(documents: DictRun, passages: DictRun, k: int = 60, depth=None):
+    document_run, passage_run = Run.from_dict(documents), Run.from_dict(passages)
+    doc_of = doc_codes(document_run, passage_run, PID2DID)
+    fused = RRF(k, depth).fuse(document_run, passage_run, doc_of)
+    return {qid: list(ranked.items()) for qid, ranked in fused.to_dict().items()}
+
+
+def test_rrf_adds_reciprocal_ranks_of_passage_and_document():
+    # passage ranks a1 1, b1 2, a2 3, x1 4; document ranks A 1, B 2; X not listed
+    assert _rrf(DOCS, PASSAGES, k=10) == {
+        "q": [
+            ("a1", pytest.approx(1 / 11 + 1 / 11)),
+            ("a2", pytest.approx(1 / 13 + 1 / 11)),  # 0.1678: its document lifts it over b1
+            ("b1", pytest.approx(1 / 12 + 1 / 12)),  # 0.1667
+            ("x1", pytest.approx(1 / 14)),
+        ]
+    }
+
+
+def test_rrf_depth_cuts_both_lists_first():
+    fused = _rrf(DOCS, PASSAGES, k=0, depth=1)  # passages: a1 only; documents: A only
+    assert fused == {"q": [("a1", pytest.approx(2.0))]}
+
+
+@pytest.mark.parametrize(("args", "message"), [((-1,), "k must be"), ((60, 0), "depth must be")])
+def test_rrf_bad_arguments(args, message):
+    with pytest.raises(DaprError, match=message):
+        RRF(*args)
+
+
+def test_z_score_and_rank_scalings_per_segment():
+    offsets = np.array([0, 4, 4, 6])
+    values = np.array([4.0, 2.0, np.nan, 0.0, 5.0, 5.0])
+    z = z_score(values, offsets)
+    assert z[:2] == pytest.approx([1.2247449, 0.0]) and np.isnan(z[2])
+    assert z[3] == pytest.approx(-1.2247449) and z[4:] == pytest.approx([0.0, 0.0])
+    r = rank_scale(values, offsets)
+    assert r[[0, 1, 3]] == pytest.approx([1.0, 2 / 3, 1 / 3]) and np.isnan(r[2])
+    assert r[4:] == pytest.approx([1.0, 1.0])  # ties share the best rank
+
+
+def test_convex_with_rank_scaling():
+    document_run, passage_run = Run.from_dict(DOCS), Run.from_dict(PASSAGES)
+    doc_of = doc_codes(document_run, passage_run, PID2DID)
+    fused = Convex(0.5, scaling="rank").fuse(document_run, passage_run, doc_of).to_dict()["q"]
+    # passage side: a1 1, b1 3/4, a2 1/2, x1 1/4; document side over a1, b1, a2 (10, 6, 10):
+    # a1 and a2 share rank 1 -> 1, b1 rank 3 -> 1/3; x1 has none -> 0
+    assert fused == pytest.approx({"a1": 1.0, "a2": 0.75, "b1": 0.75 / 2 + 1 / 6, "x1": 0.125})
+    with pytest.raises(DaprError, match="scaling must be one of"):
+        Convex(0.5, scaling="softmax")
