@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from child import run_child
 
 BACKENDS = ("bm25s", "pyserini")
 _CHUNK = 10_000
@@ -161,16 +161,6 @@ class _Counted:
             yield item
 
 
-def run_child(spec: dict[str, Any], cpus: set[int] | None = None) -> dict[str, Any]:
-    """:func:`child` in a fresh Python, on ``cpus`` only when given."""
-    command = [sys.executable, __file__, "--child", json.dumps(spec)]
-    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-    done = subprocess.run(command, capture_output=True, text=True, preexec_fn=pin, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{spec['backend']} on {spec['corpus']} failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def measure(name: str, spec: dict[str, Any], folder: Path) -> dict[str, dict[str, Any]]:
     """Both backends on one corpus: index + search on every core, then search on one CPU."""
     one_cpu = {min(os.sched_getaffinity(0))}
@@ -179,7 +169,10 @@ def measure(name: str, spec: dict[str, Any], folder: Path) -> dict[str, dict[str
         store = folder / f"{name}-{backend}"
         every = dict(spec, backend=backend, store=str(store), index=True, threads=0)
         single = dict(every, index=False, threads=1)
-        results[backend] = {"all": run_child(every), "one": run_child(single, one_cpu)}
+        results[backend] = {
+            "all": run_child(__file__, every),
+            "one": run_child(__file__, single, one_cpu),
+        }
         print(f"  {name} {backend}: {results[backend]}", file=sys.stderr)
     return results
 

@@ -17,12 +17,13 @@ import argparse
 import json
 import multiprocessing
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from child import run_child
 
 BACKENDS = ("pke", "native")
 LABELS = {"pke": "pke (reference)", "native": "native"}
@@ -104,16 +105,6 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     return {"seconds": seconds, "words": counted}
 
 
-def run_child(spec: dict[str, Any], cpus: set[int] | None = None) -> dict[str, Any]:
-    """:func:`child` in a fresh Python, on ``cpus`` only when given."""
-    command = [sys.executable, __file__, "--child", json.dumps(spec)]
-    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-    done = subprocess.run(command, capture_output=True, text=True, preexec_fn=pin, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{spec['backend']} failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 # --- report -----------------------------------------------------------------------------------
 
 
@@ -144,9 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         texts.write_text(json.dumps([text for _, text in docs]), encoding="utf-8")
         for backend in BACKENDS:
             spec = {"backend": backend, "texts": str(texts), "pool": 0}
-            results[backend] = {"one": run_child(spec, one_cpu)}
+            results[backend] = {"one": run_child(__file__, spec, one_cpu)}
             if not args.no_pool:
-                results[backend]["all"] = run_child(dict(spec, pool=cores))
+                results[backend]["all"] = run_child(__file__, dict(spec, pool=cores))
             for kind, r in results[backend].items():
                 shown = {m: v for m, v in r.items() if m != "phrases"}
                 print(f"  {backend} {kind}: {shown}", file=sys.stderr)
