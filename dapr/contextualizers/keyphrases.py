@@ -27,6 +27,7 @@ from typing import Any
 
 from dapr.data import Document
 from dapr.errors import DaprError
+from dapr.nlp import model_version as spacy_model_version
 
 BACKENDS = ("native", "pke")
 INSTALL = 'install it with: pip install "dapr[context]"'
@@ -79,10 +80,10 @@ class Keyphrases:
             "separator": self.separator,
             "max_chars": self.max_chars,
             "spacy_model": self.spacy_model,
-            "spacy_model_version": model_version(self.spacy_model),
+            "spacy_model_version": spacy_model_version(self.spacy_model),
         }
         if self.backend == "pke":
-            found["pke"] = _distribution_version("ccpke")
+            found["pke"] = _pke_version()
         return found
 
     def text(self, document: Document) -> str:
@@ -197,28 +198,10 @@ def _one_blas_thread() -> Callable[[], contextlib.AbstractContextManager[Any]]:
     return lambda: controller.limit(limits=1, user_api="blas")
 
 
-# --- identity ---------------------------------------------------------------------------------
-
-
-def model_version(name: str) -> str:
-    """The installed version of spaCy model ``name`` (a package or a model directory)."""
-    from dapr.nlp import installed_name
-
-    found = _distribution_version(installed_name(name))
-    if found != "not installed":
-        return found
-    try:
-        from spacy.util import get_model_meta
-
-        return str(get_model_meta(name).get("version", "unknown"))
-    except (ImportError, OSError, ValueError):
-        return "not installed"
-
-
-def _distribution_version(name: str) -> str:
+def _pke_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version(name)
+        return version("ccpke")
     except PackageNotFoundError:
         return "not installed"

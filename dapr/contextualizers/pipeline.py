@@ -134,13 +134,6 @@ class Chain:
             for document, texts in zip(documents, outputs, strict=True)
         ]
 
-    def apply(self, documents: Sequence[Document]) -> list[list[str]]:
-        """The final texts of every passage of every document (no store, one process)."""
-        current = list(documents)
-        for index in range(len(self.steps)):
-            current = self.apply_step(index, current)
-        return [[p.text for p in document.passages] for document in current]
-
 
 def chain_for(steps: Sequence[ContextStep], dataset: Dataset) -> Chain:
     """The chain of ``steps`` for ``dataset``: a step that reads the dataset's published tables
@@ -436,13 +429,14 @@ class _Batch:
         self.keys = [document_key(item.current) for item in items]
         self.found = store.get(self.keys)
         first = {key: item.current for key, item in zip(self.keys, items)}
-        self.missing = [doc for key, doc in first.items() if key not in self.found]
+        self.missing_keys = [key for key in first if key not in self.found]
+        self.missing = [first[key] for key in self.missing_keys]
         self.computed: set[str] = set()
         self.future: Future | None = None
 
     def finish(self, store: ContextStore, results: list[Done]) -> None:
         """Store the results computed for :attr:`missing`."""
-        entries = {document_key(d): r for d, r in zip(self.missing, results, strict=True)}
+        entries = dict(zip(self.missing_keys, results, strict=True))
         store.put(entries)
         self.found |= entries
         self.computed = set(entries)
@@ -475,10 +469,10 @@ def _timed(chain: Chain, index: int, documents: list[Document]) -> list[Done]:
     ]
 
 
-def _chunks(documents: Iterable[Document], size: int) -> Iterator[list[Document]]:
-    batch: list[Document] = []
-    for document in documents:
-        batch.append(document)
+def _chunks(items: Iterable[_Item], size: int) -> Iterator[list[_Item]]:
+    batch: list[_Item] = []
+    for item in items:
+        batch.append(item)
         if len(batch) == size:
             yield batch
             batch = []
