@@ -38,7 +38,14 @@ class Retriever(Protocol):
     - ``presets: dict[str, Preset]``, selected with the keyword argument ``preset``;
     - ``identity() -> dict``: what determines its index and results (model names and their
       :func:`dapr.models.revision`, pooling...) but not how fast they come (batch size, device,
-      threads); the cache keys use it instead of the keyword arguments.
+      threads); the cache keys use it instead of the keyword arguments;
+    - ``score(queries, candidates: Run) -> Run``: on a loaded index, the items of
+      ``candidates`` (its scores ignored) ranked for each of its queries that ``queries`` has,
+      in the run's order, with the score :meth:`search` gives each item (0 for an item that
+      search leaves out for sharing no term with the query: BM25, SPLADE); candidates that are
+      not in the index are dropped silently, an empty candidate list gives an empty ranking.
+      Hierarchical retrieval searches the passages of the top documents with it; it should
+      read only the candidates' part of the index.
     """
 
     version: str
@@ -87,7 +94,16 @@ class Contextualizer(Protocol):
 
 @runtime_checkable
 class Fuser(Protocol):
-    """Combines a document run and a passage run into a passage run."""
+    """Combines a document run and a passage run into a passage run.
+
+    Optionally a fuser class also has
+
+    - ``fuse_passages(first: Run, second: Run) -> Run``: a passage-level hybrid of two passage
+      runs (an experiment's ``fusion`` entry with ``passages: [a, b]``);
+    - ``scope(document_run: Run, ids: CorpusIds) -> Run``: the candidate passages the passage
+      system must score (with its retriever's ``score``) before :meth:`fuse`, which makes the
+      fusion hierarchical.
+    """
 
     def fuse(self, document_run: Run, passage_run: Run, doc_of: np.ndarray) -> Run:
         """``doc_of[i]`` is the code in ``document_run.vocab`` of the document of passage

@@ -18,7 +18,8 @@ already gives the frequent function words (的, 了, 是) almost no weight.
 
 ``backend="pyserini"`` indexes and searches with Lucene itself (see :mod:`dapr.retrievers.lucene`;
 for Chinese it uses Lucene's CJK bigrams, not jieba). Either backend returns the top ``k`` items
-with a score above 0: items sharing no term with the query are never returned.
+with a score above 0: items sharing no term with the query are never returned. ``score`` ranks
+given candidates (hierarchical retrieval) with the same scores, 0 for those sharing no term.
 """
 
 from __future__ import annotations
@@ -322,6 +323,28 @@ class BM25:
         items, scores = zip(*found) if found else ((), ())
         return Run.from_lists(qids, list(items), list(scores), self._ids)
 
+    def score(self, queries: Mapping[str, str], candidates: Run) -> Run:
+        """The items of ``candidates`` (its scores ignored) ranked for each of its queries that
+        ``queries`` has, with the scores :meth:`search` gives them; candidates that are not in
+        the index are dropped, and candidates sharing no term with the query, which search
+        leaves out, score 0. On bm25s every item is scored and the candidates picked out; on
+        Lucene the query runs with a filter on the candidates' ids."""
+        if self._lucene is not None:
+            return lucene_scores(self._lucene, queries, candidates)
+        if self._model is None or self._ids is None:
+            raise RuntimeError("BM25.score called before index() or load()")
+        from dapr.retrievers.exact import candidate_rows
+
+        qids, rows = candidate_rows(queries, candidates, self._ids)
+        texts = [queries[q] for q, found in zip(qids, rows) if len(found)]
+        terms = iter(self._tokenize(texts))
+        scores = []
+        for found in rows:
+            query = next(terms) if len(found) else []
+            every = self._model.get_scores(query) if query else None
+            scores.append(np.zeros(len(found)) if every is None else every[found])
+        return Run.from_lists(qids, rows, scores, self._ids)
+
     def _top(self, terms: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best items sharing a term with the query (by score, then id, as Lucene
         ranks them) and their scores: bm25s' score of every item, then a selection among the
@@ -337,3 +360,44 @@ class BM25:
             above, tied = matched[values > kth], matched[values == kth]
             matched = np.concatenate((above, tied[: k - len(above)]))
         return matched, scores[matched]
+
+
+def lucene_scores(searcher, queries: Mapping[str, str], candidates: Run) -> Run:
+    """:meth:`BM25.score` on Lucene (a :class:`dapr.retrievers.lucene.LuceneSearcher`): per
+    query, Anserini's bag-of-words query as an optional clause and the candidates' ids (a
+    ``TermInSetQuery`` on the ``id`` field) as a filter, so every candidate in the index is a hit,
+    scored as search scores it (0 when it shares no term with the query). One query at a time."""
+    from jnius import autoclass
+
+    java = searcher._searcher
+    bag_of_words = autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
+    builder = autoclass("org.apache.lucene.search.BooleanQuery$Builder")
+    occur = autoclass("org.apache.lucene.search.BooleanClause$Occur")
+    within = autoclass("org.apache.lucene.search.TermInSetQuery")
+    term = autoclass("org.apache.lucene.util.BytesRef")
+    array_list = autoclass("java.util.ArrayList")
+    analyzer = java.get_analyzer()
+    vocab: dict[str, int] = {}
+    qids, items, scores = [], [], []
+    bounds = candidates.offsets.tolist()
+    for q, qid in enumerate(candidates.queries.tolist()):
+        if qid not in queries:
+            continue
+        wanted = np.unique(candidates.items[bounds[q] : bounds[q + 1]])
+        hits = []
+        if len(wanted):
+            ids = array_list()
+            for item in candidates.vocab[wanted].tolist():
+                ids.add(term(item, signature="(Ljava/lang/CharSequence;)V"))
+            query = (
+                builder()
+                .add(bag_of_words.buildQuery("contents", analyzer, queries[qid]), occur.SHOULD)
+                .add(within("id", ids), occur.FILTER)
+                .build()
+            )
+            hits = java.search(query, len(wanted))
+        qids.append(qid)
+        items.append(np.array([vocab.setdefault(h.docid, len(vocab)) for h in hits], np.int64))
+        # Anserini rounds to 4 decimals and nudges ties below: filter-only hits fall to <= 0
+        scores.append(np.array([max(h.score, 0.0) for h in hits], dtype=np.float64))
+    return Run.from_lists(qids, items, scores, np.array(list(vocab), dtype=object))

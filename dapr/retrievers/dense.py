@@ -5,6 +5,7 @@ GPU when there are several; search maps the shards back and scores them block by
 :mod:`dapr.retrievers.exact`), so neither encoding nor search holds the corpus in memory. The
 shards live in the index store, whose cache key is the model's name and revision, its pooling and
 length, the corpus fingerprint and the contextualizer: an encoded corpus is never encoded again.
+``score`` ranks given candidates (hierarchical retrieval) reading only their rows of the shards.
 """
 
 from __future__ import annotations
@@ -15,13 +16,20 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from tqdm.auto import tqdm
 
 from dapr.data import Run
 from dapr.models import revision, sentence_transformer
 from dapr.registry import Preset
 from dapr.retrievers.encoding import chunks, encoding_pool
-from dapr.retrievers.exact import TopK, search_shards
+from dapr.retrievers.exact import (
+    TopK,
+    candidate_rows,
+    score_candidates,
+    search_shards,
+    shard_pieces,
+)
 
 _SHARD = 16_384
 """Items encoded in one call and written to one shard file."""
@@ -165,3 +173,36 @@ class Dense:
             self.query_batch,
         )
         return TopK.merge(tops, qids, self._ids)
+
+    def score(self, queries: Mapping[str, str], candidates: Run) -> Run:
+        """The items of ``candidates`` (its scores ignored) ranked for each of its queries that
+        ``queries`` has, with the scores :meth:`search` gives them; candidates that are not in
+        the index are dropped. Only the candidates' embeddings are read."""
+        if self._ids is None:
+            raise RuntimeError("Dense.score called before index() or load()")
+        qids, rows = candidate_rows(queries, candidates, self._ids)
+        if not any(len(r) for r in rows):
+            return Run.from_lists(qids, rows, [r.astype(np.float64) for r in rows], self._ids)
+        encoder = self._model(self.query_name)
+        vectors = (
+            encoder.encode_query(
+                [queries[q] for q in qids],
+                batch_size=self.batch_size,
+                convert_to_tensor=True,
+                show_progress_bar=len(qids) > 1000,
+            )
+            .float()
+            .cpu()
+        )
+        sizes = [len(shard) for shard in self._shards]
+
+        def pieces(union: np.ndarray):
+            for lo, hi, shard, local in shard_pieces(union, sizes, self.block_size):
+                yield lo, hi, np.asarray(self._shards[shard][local], np.float32)
+
+        def score(block: np.ndarray, q: int, local: np.ndarray) -> np.ndarray:
+            # rows gathered by numpy: torch's threaded indexing costs milliseconds a call
+            found = encoder.similarity(vectors[q : q + 1], torch.from_numpy(block[local]))
+            return found[0].double().numpy()
+
+        return Run.from_lists(qids, rows, score_candidates(rows, pieces, score), self._ids)

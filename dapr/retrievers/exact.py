@@ -3,12 +3,20 @@
 The score matrix of all queries against all items is never held: a :class:`TopK` keeps the
 best ``k`` items per query seen so far and merges each scored block into them, so memory is
 ``queries x (k + block)`` whatever the corpus size.
+
+A retriever's ``score`` (ranking given candidates, as hierarchical retrieval does within the top
+documents) reads only the candidates' rows: :func:`candidate_rows` maps candidate ids to rows of
+the index, :func:`score_candidates` reads the union of those rows piece by piece (see
+:func:`shard_pieces`) and scores each query against its own candidates only.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 import torch
@@ -99,3 +107,122 @@ def search_shards(
                 top.add(score(batch, block), offset + start)
         offset += len(shard)
     return tops
+
+
+# --- scoring given candidates (a retriever's ``score``) ---------------------------------------
+
+_PASS_CANDIDATES = 1 << 22
+"""Candidate (query, item) pairs placed in one pass over the index: bounds the bookkeeping
+arrays (about 40 bytes a pair) whatever the size of the candidate run."""
+
+
+def candidate_rows(
+    queries: Mapping[str, str], candidates: Run, ids: np.ndarray
+) -> tuple[list[str], list[np.ndarray]]:
+    """The queries of ``candidates`` that ``queries`` has, in the run's order, and for each the
+    rows in ``ids`` (the index's item ids, in index order) of its candidate items, ascending and
+    each once. Candidates that are not in the index are left out."""
+    if candidates.vocab is ids or np.array_equal(candidates.vocab, ids):
+        row_of_code = np.arange(len(ids), dtype=np.int64)
+    else:
+        lookup = {item: row for row, item in enumerate(ids.tolist())}
+        row_of_code = np.fromiter(
+            (lookup.get(item, -1) for item in candidates.vocab.tolist()),
+            dtype=np.int64,
+            count=len(candidates.vocab),
+        )
+    bounds = candidates.offsets.tolist()
+    qids: list[str] = []
+    rows: list[np.ndarray] = []
+    for q, qid in enumerate(candidates.queries.tolist()):
+        if qid not in queries:
+            continue
+        found = row_of_code[candidates.items[bounds[q] : bounds[q + 1]]]
+        qids.append(qid)
+        rows.append(np.unique(found[found >= 0]))
+    return qids, rows
+
+
+def shard_pieces(
+    rows: np.ndarray, sizes: Sequence[int], block_size: int
+) -> Iterator[tuple[int, int, int, np.ndarray]]:
+    """Ascending global ``rows`` of shards of ``sizes`` rows (taken as one matrix) in pieces
+    that lie in one shard and hold at most ``block_size`` rows: ``(lo, hi, shard, local)``,
+    where ``rows[lo:hi]`` are rows ``local`` of shard ``shard``."""
+    bounds = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=bounds[1:])
+    cuts = np.searchsorted(rows, bounds).tolist()
+    for shard in range(len(sizes)):
+        for lo in range(cuts[shard], cuts[shard + 1], block_size):
+            hi = min(lo + block_size, cuts[shard + 1])
+            yield lo, hi, shard, rows[lo:hi] - bounds[shard]
+
+
+def score_candidates(
+    rows: Sequence[np.ndarray],
+    pieces: Callable[[np.ndarray], Iterable[tuple[int, int, Any]]],
+    score: Callable[[Any, int, np.ndarray], np.ndarray],
+    workers: int | None = None,
+) -> list[np.ndarray]:
+    """Every query's scores of its candidate ``rows`` (ascending global rows of the index), in
+    the same order, reading each candidate's data once for all the queries of a pass.
+
+    ``pieces(union)`` splits the ascending union of the candidate rows into consecutive ranges
+    and yields ``(lo, hi, data)``, ``data`` holding what is needed to score rows
+    ``union[lo:hi]`` (read from the index); ``score(data, q, local)`` gives query ``q``'s scores
+    of the rows at positions ``local`` of ``data``. Only candidates are read and scored; a
+    query is scored once per piece holding some of its candidates. The queries of a piece are
+    scored on ``workers`` threads (default: every core), torch running one thread in each:
+    these products are too small to gain from torch's own threads, which slow them down."""
+    out = [np.zeros(len(r), dtype=np.float64) for r in rows]
+    workers = cores() if workers is None else max(1, workers)
+    with torch_threads(1), ThreadPoolExecutor(max_workers=workers) as pool:
+        first = 0
+        while first < len(rows):
+            last, placed = first, 0
+            while last < len(rows) and (
+                last == first or placed + len(rows[last]) <= _PASS_CANDIDATES
+            ):
+                placed += len(rows[last])
+                last += 1
+            if placed:
+                _score_pass(rows, first, last, out, pieces, score, pool)
+            first = last
+    return out
+
+
+def _score_pass(rows, first, last, out, pieces, score, pool: ThreadPoolExecutor) -> None:
+    """:func:`score_candidates` for the queries ``first .. last``."""
+    lengths = np.array([len(rows[q]) for q in range(first, last)], dtype=np.int64)
+    flat = np.concatenate(rows[first:last])
+    owner = np.repeat(np.arange(first, last, dtype=np.int64), lengths)
+    slot = np.arange(len(flat), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    union = np.unique(flat)
+    position = np.searchsorted(union, flat)
+    order = np.argsort(position, kind="stable")
+    position, owner, slot = position[order], owner[order], slot[order]
+    del flat, order
+    for lo, hi, data in pieces(union):
+        start, stop = np.searchsorted(position, [lo, hi])
+        if start == stop:
+            continue
+        within = np.argsort(owner[start:stop], kind="stable") + start
+        queries = owner[within]
+        groups = np.split(within, np.flatnonzero(queries[1:] != queries[:-1]) + 1)
+
+        def place(group: np.ndarray, data=data, lo=lo) -> None:
+            q = int(owner[group[0]])  # each group is one query: threads write apart
+            out[q][slot[group]] = score(data, q, position[group] - lo)
+
+        list(pool.map(place, groups))
+
+
+@contextmanager
+def torch_threads(count: int) -> Iterator[None]:
+    """Run torch's operations on ``count`` threads meanwhile."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -23,6 +23,8 @@ times a batch of query vectors, whatever the corpus size, and the best ``k`` are
 :class:`~dapr.retrievers.exact.TopK`. ``method: plaid`` builds a colbert-ai PLAID index instead
 (centroids and ``nbits`` residuals, candidate generation, then MaxSim over decompressed vectors),
 for corpora whose token vectors are too large to scan; see :mod:`dapr.retrievers.plaid`.
+``score`` ranks given candidates (hierarchical retrieval): exact MaxSim over their token vectors
+alone, or with PLAID colbert-ai's last stage (MaxSim over their decompressed vectors) on them.
 
 colbert-ai compiles a C++ MaxSim kernel whenever it builds a model on CPU, though encoding never
 calls it; here that kernel is replaced by the same computation in torch (:func:`segmented_maxsim`)
@@ -50,7 +52,13 @@ from dapr.errors import DaprError
 from dapr.models import load, revision
 from dapr.registry import Preset
 from dapr.retrievers.encoding import chunks
-from dapr.retrievers.exact import TopK, use_all_cores
+from dapr.retrievers.exact import (
+    TopK,
+    candidate_rows,
+    score_candidates,
+    shard_pieces,
+    use_all_cores,
+)
 
 METHODS = ("exact", "plaid")
 DTYPES = {"float16": np.float16, "float32": np.float32}
@@ -215,6 +223,26 @@ class LateInteraction:
         tops = search_token_shards(vectors, self._shards, k, self.block_size, self.query_batch)
         return TopK.merge(tops, qids, self._ids)
 
+    def score(self, queries: Mapping[str, str], candidates: Run) -> Run:
+        """The items of ``candidates`` (its scores ignored) ranked for each of its queries that
+        ``queries`` has, with the scores :meth:`search` gives them; candidates that are not in
+        the index are dropped. Exact: MaxSim over the candidates' token vectors alone. PLAID:
+        colbert-ai's last stage (MaxSim over the decompressed vectors) on the candidates, with
+        no candidate generation or pruning."""
+        if self._ids is None:
+            raise RuntimeError("LateInteraction.score called before index() or load()")
+        qids, rows = candidate_rows(queries, candidates, self._ids)
+        if not any(len(r) for r in rows):
+            return Run.from_lists(qids, rows, [r.astype(np.float64) for r in rows], self._ids)
+        texts = [queries[q] for q in qids]
+        if self._plaid is not None:
+            found = plaid_scores(self._plaid, texts, rows)
+        else:
+            found = score_token_shards(
+                self.encoder().queries(texts), rows, self._shards, self.block_size
+            )
+        return Run.from_lists(qids, rows, found, self._ids)
+
 
 class ColBERTEncoder:
     """colbert-ai's ``Checkpoint`` for a model name: query and passage token vectors."""
@@ -323,6 +351,76 @@ def search_token_shards(
                 top.add(maxsim(batch, block, sizes), first + low)
         first += len(lengths)
     return tops
+
+
+def score_token_shards(
+    queries: torch.Tensor,
+    rows: Sequence[np.ndarray],
+    shards: Sequence[tuple[np.ndarray, np.ndarray]],
+    block_size: int = 16_384,
+) -> list[np.ndarray]:
+    """Exact MaxSim of each query (``queries[q]``) with each of its candidate documents
+    (``rows[q]``: ascending global rows of ``shards``, as in :func:`search_token_shards`), in
+    that order. Only the candidates' token vectors are read, in blocks of whole documents of at
+    most ``block_size`` tokens (or one longer document)."""
+    sizes = [len(lengths) for _, lengths in shards]
+
+    def pieces(union: np.ndarray) -> Iterator[tuple[int, int, Any]]:
+        for lo, _, shard, local in shard_pieces(union, sizes, max(sizes)):
+            vectors, lengths = shards[shard]
+            starts = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+            if starts[-1] != len(vectors):
+                raise DaprError(
+                    "retriever 'late_interaction': an index shard does not match its token "
+                    "counts; build the index again"
+                )
+            counts = np.asarray(lengths, np.int64)[local]
+            within = np.concatenate([[0], np.cumsum(counts)])
+            for low, high in _blocks(within, block_size):
+                tokens = _ranges(starts[local[low:high]], counts[low:high])
+                block = np.array(vectors[tokens], np.float32)
+                yield lo + low, lo + high, (block, counts[low:high], within[low:high] - within[low])
+
+    def score(data, q: int, local: np.ndarray) -> np.ndarray:
+        block, counts, starts = data
+        # tokens gathered by numpy: torch's threaded indexing costs milliseconds a call
+        tokens = torch.from_numpy(block[_ranges(starts[local], counts[local])])
+        found = maxsim(queries[q : q + 1], tokens, torch.from_numpy(counts[local]))
+        return found[0].double().numpy()
+
+    return score_candidates(rows, pieces, score)
+
+
+def plaid_scores(index: Any, texts: Sequence[str], rows: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The scores a PLAID ``index`` (:class:`dapr.retrievers.plaid.PlaidIndex`) gives each query
+    (``texts[q]``) on its candidate passages ``rows[q]`` (pids), in that order: colbert-ai's
+    final ranking stage alone, MaxSim over the candidates' decompressed vectors, which is what
+    PLAID's search scores the passages it keeps with."""
+    from dapr.retrievers.plaid import colbert_run
+
+    searcher = index.searcher()
+    colbert = import_colbert()
+    found: list[np.ndarray] = []
+    with colbert_run(colbert, index.store), torch.inference_mode():
+        vectors = searcher.encode(list(texts))
+        for q, pids in enumerate(rows):
+            if not len(pids):
+                found.append(np.zeros(0, dtype=np.float64))
+                continue
+            wanted = torch.from_numpy(np.asarray(pids, dtype=np.int32))
+            # without centroid scores colbert-ai neither prunes nor reorders the pids
+            scores, _ = searcher.ranker.score_pids(
+                searcher.config, vectors[q : q + 1], wanted, None
+            )
+            found.append(scores.double().numpy())
+    return found
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The positions ``starts[i] .. starts[i] + counts[i]`` of every ``i``, one after another."""
+    ends = np.cumsum(counts)
+    total = int(ends[-1]) if len(ends) else 0
+    return np.repeat(starts - (ends - counts), counts) + np.arange(total, dtype=np.int64)
 
 
 def _blocks(starts: np.ndarray, size: int) -> Iterator[tuple[int, int]]:

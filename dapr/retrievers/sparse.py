@@ -18,7 +18,8 @@ documents, touching only the documents that share a term with a query. Batches o
 scored on separate threads (scipy's sparse product releases the GIL but is single-threaded) and
 the best ``k`` items are merged block by block (see :mod:`dapr.retrievers.exact`), so the score
 matrix of all queries against the corpus is never held. Items that share no active term with a
-query (score 0) are not returned, as with BM25.
+query (score 0) are not returned, as with BM25. ``score`` ranks given candidates (hierarchical
+retrieval) reading only the shards that hold them; there a candidate sharing no term scores 0.
 """
 
 from __future__ import annotations
@@ -37,7 +38,14 @@ from dapr.errors import DaprError
 from dapr.models import load, revision
 from dapr.registry import Preset
 from dapr.retrievers.encoding import chunks, encoding_pool
-from dapr.retrievers.exact import TopK, cores, use_all_cores
+from dapr.retrievers.exact import (
+    TopK,
+    candidate_rows,
+    cores,
+    score_candidates,
+    shard_pieces,
+    use_all_cores,
+)
 
 _SHARD = 16_384
 """Items encoded in one call and written to one shard file."""
@@ -197,6 +205,54 @@ class Sparse:
                 offset += inverted.shape[1]
         return _matching(tops, qids, self._ids)
 
+    def score(self, queries: Mapping[str, str], candidates: Run) -> Run:
+        """The items of ``candidates`` (its scores ignored) ranked for each of its queries that
+        ``queries`` has, with the scores :meth:`search` gives them; candidates that are not in
+        the index are dropped, and candidates sharing no active term with the query, which
+        search leaves out, score 0. Only the shards holding candidates are read."""
+        if self._ids is None:
+            raise RuntimeError("Sparse.score called before index() or load()")
+        qids, rows = candidate_rows(queries, candidates, self._ids)
+        if not any(len(r) for r in rows):
+            return Run.from_lists(qids, rows, [r.astype(np.float64) for r in rows], self._ids)
+        encoder = self._model(self.query_name)
+        matrix = _to_scipy(
+            encoder.encode_query(
+                [queries[q] for q in qids],
+                batch_size=self.batch_size,
+                save_to_cpu=True,
+                show_progress_bar=len(qids) > 1000,
+            )
+        )
+        sizes = [_rows(path) for path in self._shards]
+        opened: dict[int, Any] = {}
+
+        def pieces(union: np.ndarray):
+            for lo, hi, shard, local in shard_pieces(union, sizes, self.block_size):
+                if shard not in opened:
+                    opened.clear()
+                    opened[shard] = self._documents(shard, matrix.shape[1])
+                yield lo, hi, opened[shard][local]
+
+        def score(block, q: int, local: np.ndarray) -> np.ndarray:
+            query = matrix[[q]].toarray().ravel()
+            return np.asarray(block[local] @ query, dtype=np.float64)
+
+        return Run.from_lists(qids, rows, score_candidates(rows, pieces, score), self._ids)
+
+    def _documents(self, shard: int, dim: int):
+        """Shard ``shard`` of the index as a CSR matrix of items x vocabulary."""
+        import scipy.sparse as sp
+
+        path = self._shards[shard]
+        documents = sp.load_npz(path).tocsr()
+        if documents.shape[1] != dim:
+            raise DaprError(
+                f"{path}: this SPLADE index has {documents.shape[1]} vocabulary terms but "
+                f"query model {self.query_name!r} has {dim}; use the index's own model"
+            )
+        return documents
+
 
 def _scorer(block, offset: int):
     """Scores a batch of queries on ``block`` (vocabulary x items) into its TopK."""
@@ -220,6 +276,12 @@ def _matching(tops: Sequence[TopK], qids: Sequence[str], ids: np.ndarray) -> Run
             items.append(codes[keep])
             scores.append(values[keep])
     return Run.from_lists(qids, items, scores, ids)
+
+
+def _rows(path: Path) -> int:
+    """How many items a shard holds, read from its header alone."""
+    with np.load(path) as stored:
+        return int(stored["shape"][0])
 
 
 def _columns(matrix, start: int, size: int):
