@@ -329,3 +329,68 @@ def test_convex_with_rank_scaling():
     assert fused == pytest.approx({"a1": 1.0, "a2": 0.75, "b1": 0.75 / 2 + 1 / 6, "x1": 0.125})
     with pytest.raises(DaprError, match="scaling must be one of"):
         Convex(0.5, scaling="softmax")
+
+
+# Passage-level hybrids: two passage runs over the union of their lists.
+FIRST = {"q": {"a": 3.0, "b": 1.0, "c": 2.0}}
+SECOND = {"q": {"b": 8.0, "d": 4.0, "a": 0.0}, "other": {"a": 1.0}}
+
+
+def _listed(run: Run) -> list[tuple[str, list[tuple[str, float]]]]:
+    return [(q, [(i, pytest.approx(s)) for i, s in r.items()]) for q, r in run.to_dict().items()]
+
+
+def test_convex_fuses_two_passage_runs_over_their_union():
+    # first min-max over 1..3: a 1, c .5, b 0, d missing -> 0
+    # second over 0..8: b 1, d .5, a 0, c missing -> 0
+    # alpha .5: a .5, b .5, c .25, d .25; ties by code in the union vocab (a b c from FIRST, d)
+    fused = Convex(0.5).fuse_passages(Run.from_dict(FIRST), Run.from_dict(SECOND))
+    assert _listed(fused) == [("q", [("a", 0.5), ("b", 0.5), ("c", 0.25), ("d", 0.25)])]
+    # missing -1: c .5*.5 + .5*-1 = -.25, d .5*-1 + .5*.5 = -.25
+    fused = Convex(0.5, missing=-1.0).fuse_passages(Run.from_dict(FIRST), Run.from_dict(SECOND))
+    assert _listed(fused) == [("q", [("a", 0.5), ("b", 0.5), ("c", -0.25), ("d", -0.25)])]
+    # alpha 1 keeps the first run's order for its own items; the other's come last
+    fused = Convex(1.0).fuse_passages(Run.from_dict(FIRST), Run.from_dict(SECOND))
+    assert [i for i, _ in fused.to_dict()["q"].items()] == ["a", "c", "b", "d"]
+
+
+def test_rrf_fuses_two_passage_runs_and_a_missing_list_adds_nothing():
+    # ranks: first a 1, c 2, b 3; second b 1, d 2, a 3
+    fused = RRF(k=10).fuse_passages(Run.from_dict(FIRST), Run.from_dict(SECOND)).to_dict()["q"]
+    expected = {"a": 1 / 11 + 1 / 13, "b": 1 / 13 + 1 / 11, "c": 1 / 12, "d": 1 / 12}
+    assert fused == pytest.approx(expected)
+    assert list(fused) == ["a", "b", "c", "d"]
+    # depth 1 keeps only each list's top item: a (first) and b (second)
+    cut = RRF(k=10, depth=1).fuse_passages(Run.from_dict(FIRST), Run.from_dict(SECOND))
+    assert cut.to_dict()["q"] == pytest.approx({"a": 1 / 11, "b": 1 / 11})
+
+
+def test_missing_document_score_is_a_parameter():
+    # as test_missing_documents_and_several_passages_per_document, but x1 (no document) takes
+    # -1 on the document side: .5 * -1 + .5 * 0 = -.5
+    document_run, passage_run = Run.from_dict(DOCS), Run.from_dict(PASSAGES)
+    doc_of = doc_codes(document_run, passage_run, PID2DID)
+    fused = Convex(0.5, missing=-1.0).fuse(document_run, passage_run, doc_of).to_dict()["q"]
+    assert fused == pytest.approx({"a1": 1.0, "a2": 0.75, "b1": 0.375, "x1": -0.5})
+    with pytest.raises(DaprError, match="missing"):
+        Convex(0.5, missing=float("nan"))
+
+
+def test_hierarchical_scope_is_every_passage_of_the_top_documents():
+    from dapr.data import CorpusIds
+    from dapr.fusion import Hierarchical
+
+    ids = CorpusIds(
+        passage_ids=np.array(["A-0", "B-0", "A-1", "C-0", "B-1"], dtype=object),
+        doc_ids=np.array(["A", "B", "C"], dtype=object),
+        doc_of=np.array([0, 1, 0, 2, 1]),
+    )
+    documents = Run.from_dict({"q1": {"B": 5.0, "C": 4.0, "A": 1.0}, "q2": {"A": 2.0, "Z": 9.0}})
+    scope = Hierarchical(0.2, documents=2).scope(documents, ids).to_dict()
+    assert set(scope["q1"]) == {"B-0", "B-1", "C-0"}  # A is third
+    assert set(scope["q2"]) == {"A-0", "A-1"}  # Z is not in the corpus
+    assert Hierarchical(0.2, documents=2).scope_identity() == {"documents": 2}
+    with pytest.raises(DaprError, match="documents"):
+        Hierarchical(0.2, documents=0)
+    with pytest.raises(DaprError, match="alpha"):
+        Hierarchical(1.5)
