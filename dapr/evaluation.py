@@ -46,8 +46,16 @@ class Metric:
         return f"{self.measure}_{self.cutoff}"
 
 
+_TREC_NAMES = {"ndcg_cut": "nDCG", "recall": "R", "P": "P", "recip_rank": "MRR", "map": "MAP"}
+
+
 def parse_metric(name: str) -> Metric:
-    """``nDCG@k``, ``R@k`` (recall), ``P@k``, ``MRR@k`` (or ``MRR``) and ``MAP``."""
+    """``nDCG@k``, ``R@k`` (recall), ``P@k``, ``MRR@k`` (or ``MRR``) and ``MAP``; trec_eval's
+    names (``ndcg_cut_10``, ``recall_100``, ``P_10``, ``recip_rank``, ``map``) mean the same."""
+    trec = re.fullmatch(r"(ndcg_cut|recall|P|recip_rank|map)(?:_(\d+))?", name)
+    if trec is not None:
+        family, cutoff = trec.groups()
+        name = _TREC_NAMES[family] + (f"@{cutoff}" if cutoff else "")
     match = re.fullmatch(r"(nDCG|R|P|MRR|MAP)(?:@(\d+))?", name)
     if match is None:
         raise DaprError(

@@ -104,9 +104,11 @@ def write(outcome: Outcome, out: Path) -> None:
         "dataset_fingerprint": outcome.dataset.fingerprint,
         "split": exp.split,
         "depth": exp.depth,
+        "labels": {qid: list(labels) for qid, labels in outcome.labels.items()},
         "systems": {
             system: {
                 "level": outcome.levels[system],
+                **outcome.tags[system],
                 "mean": evaluation.means,
                 "per_query": evaluation.per_query,
             }
@@ -118,9 +120,26 @@ def write(outcome: Outcome, out: Path) -> None:
         costs = cost_rows(outcome.costs, outcome)
         _write_text(out / "contextualization.md", cost_markdown(costs))
         _write_text(out / "contextualization.csv", _csv(costs))
+    if outcome.labels:
+        _write_text(out / "categories.md", category_markdown(metrics, _headline_metric(outcome)))
     _write_text(out / "metrics.json", json.dumps(metrics, indent=1) + "\n")
     _write_text(out / "summary.md", markdown(outcome))
     _write_text(out / "summary.csv", csv_text(outcome))
+
+
+def category_markdown(metrics: dict, metric: str) -> str:
+    """``metric`` per query category (columns, with their query counts) and system (rows)."""
+    from dapr.analysis.categories import category_table
+
+    systems = [s for s, v in metrics["systems"].items() if v["level"] == "passage"]
+    if not systems:
+        return ""
+    table, counts = category_table(metrics, metric, systems)
+    columns = [f"{c} (n={n})" for c, n in counts.items()]
+    lines = [f"| {metric} | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
+    for system, means in table.items():
+        lines.append(f"| {system} | " + " | ".join(f"{means[c]:.4f}" for c in counts) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def _csv(rows: list[dict[str, str]]) -> str:

@@ -122,3 +122,142 @@ def test_cli_exits_2_with_one_line_and_no_traceback(tmp_path, capsys):
 def test_bad_override_syntax(tmp_path):
     with pytest.raises(ConfigError, match="write it as key=value"):
         load(_write(tmp_path, GOOD), ["split"])
+
+
+SWEPT = (
+    GOOD
+    + """
+sweep:
+  parameter: fusion.fused.args.alpha
+  values: {start: 0.0, stop: 1.0, step: 0.1}
+  metric: ndcg_cut_10
+"""
+)
+
+
+def test_sweep_block_expands_a_range_and_reads_trec_metric_names(tmp_path):
+    sweep = load(_write(tmp_path, SWEPT)).sweep
+    assert sweep.values == (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+    assert (sweep.system, sweep.argument, sweep.metric) == ("fused", "alpha", "nDCG@10")
+    assert (sweep.tune_on, sweep.subset, sweep.parameter) == (
+        "dev",
+        "hard",
+        "fusion.fused.args.alpha",
+    )
+    listed = load(
+        _write(tmp_path, GOOD + "sweep: {parameter: fusion.fused.args.alpha, values: [0.3, 0.1]}\n")
+    )
+    assert listed.sweep.values == (0.3, 0.1)
+    exp = load(_write(tmp_path, GOOD + "metrics: [ndcg_cut_10, recall_100, recip_rank]\n"))
+    assert exp.metrics == ("nDCG@10", "R@100", "MRR")
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            "sweep: {parameter: fusion.nope.args.alpha, values: [0.1]}",
+            "not an argument of a fusion system",
+        ),
+        (
+            "sweep: {parameter: retrievers.dense.args.model, values: [x]}",
+            "fusion.<system>.args.<argument>",
+        ),
+        (
+            "sweep: {parameter: fusion.fused.args.beta, values: [0.1]}",
+            "unknown key 'sweep.parameter.beta'",
+        ),
+        (
+            "sweep: {parameter: fusion.fused.args.alpha, values: [0.5, 1.5]}",
+            "sweep.values: convex fusion: alpha",
+        ),
+        ("sweep: {parameter: fusion.fused.args.alpha, values: []}", "at least one value"),
+        (
+            "sweep: {parameter: fusion.fused.args.alpha, values: {start: 0, stop: 1}}",
+            "start, stop and step",
+        ),
+        (
+            "sweep: {parameter: fusion.fused.args.alpha, values: [0.1], tune_on: test}",
+            "would overfit",
+        ),
+        (
+            "sweep: {parameter: fusion.fused.args.alpha, values: [0.1], metric: F1}",
+            "unknown metric",
+        ),
+        ("sweep: {values: [0.1]}", "sweep: missing key 'parameter'"),
+        ("maxp: [bm25-doc]", "maxp: 'bm25-doc' is not a passage-level system"),
+        ("categories: nowhere.tsv", "categories: 'nowhere.tsv' is neither"),
+    ],
+)
+def test_bad_sweeps_maxp_and_categories(tmp_path, extra, message):
+    path = _write(tmp_path, GOOD + extra + "\n")
+    with pytest.raises(ConfigError) as error:
+        load(path)
+    assert str(error.value).startswith(str(path)) and message in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+HYBRIDS = """
+dataset: wiki-sample
+retrievers:
+  bm25-doc: {name: bm25, level: document}
+  bm25: {name: bm25}
+  dense: {name: dense, args: {model: all-MiniLM-L6-v2}}
+  rerank: {name: rerank, first_stage: bm25}
+fusion:
+"""
+
+
+@pytest.mark.parametrize(
+    ("fusion", "message"),
+    [
+        ("h: {name: rrf, passages: [bm25]}", "name two different passage-level systems"),
+        ("h: {name: rrf, passages: [bm25, bm25-doc]}", "'bm25-doc' is not a passage-level"),
+        ("h: {name: rrf, passages: [bm25, dense], document: bm25-doc}", "not both"),
+        ("h: {name: rrf, passage: dense}", "missing key 'document'"),
+        (
+            "h: {name: hierarchical, passages: [bm25, dense], args: {alpha: 0.2}}",
+            "give document and passage",
+        ),
+        (
+            "h: {name: hierarchical, document: bm25-doc, passage: rerank, args: {alpha: 0.2}}",
+            "cannot score",
+        ),
+        (
+            "h: {name: hierarchical, document: bm25-doc, passage: dense, "
+            "args: {alpha: 0.2, documents: 0}}",
+            "documents",
+        ),
+    ],
+)
+def test_bad_fusion_forms(tmp_path, fusion, message):
+    with pytest.raises(ConfigError, match=message):
+        load(_write(tmp_path, HYBRIDS + "  " + fusion + "\n"))
+
+
+def test_fusion_forms_and_maxp(tmp_path):
+    text = (
+        HYBRIDS
+        + """  hybrid: {name: convex, passages: [bm25, dense], args: {alpha: 0.3}}
+  hier: {name: hierarchical, document: bm25-doc, passage: dense, args: {alpha: 0.1}}
+maxp: true
+"""
+    )
+    exp = load(_write(tmp_path, text))
+    assert exp.fusion["hybrid"].inputs == ("bm25", "dense")
+    assert exp.fusion["hier"].inputs == ("bm25-doc", "dense")
+    assert exp.maxp == ("bm25", "dense", "rerank", "hybrid", "hier")
+
+
+def test_a_list_of_datasets_is_a_grid(tmp_path):
+    from dapr.experiment.config import load_grid
+
+    text = GOOD.replace("dataset: wiki-sample", f"dataset: [wiki-sample, {tmp_path}]")
+    grid = load_grid(_write(tmp_path, "name: g\n" + text))
+    assert [(e.name, e.dataset) for e in grid] == [
+        ("g/wiki-sample", "wiki-sample"),
+        (f"g/{tmp_path.name}", str(tmp_path)),
+    ]
+    assert [e.name for e in load_grid(_write(tmp_path, GOOD))] == ["exp"]
+    with pytest.raises(ConfigError, match="non-empty list"):
+        load_grid(_write(tmp_path, GOOD.replace("dataset: wiki-sample", "dataset: []")))

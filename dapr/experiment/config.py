@@ -28,16 +28,44 @@ class RetrieverSpec:
     """Steps applied in order to every document's passages before indexing."""
     first_stage: str | None = None
     """For a reranker: the system of the experiment whose run it re-scores."""
+    approach: str | None = None
+    """How tables name the approach (default: derived, e.g. "passage only", "+ title")."""
 
 
 @dataclass(frozen=True)
 class FusionSpec:
-    """A fuser combining a document-level and a passage-level system of the same experiment."""
+    """A fuser combining two systems of the same experiment: a document-level and a
+    passage-level one (``document``, ``passage``), or two passage-level ones (``passages``)."""
 
     name: str
-    document: str
-    passage: str
+    document: str | None = None
+    passage: str | None = None
+    passages: tuple[str, ...] = ()
     args: dict[str, Any] = field(default_factory=dict)
+    approach: str | None = None
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return self.passages or (self.document, self.passage)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Evaluate every value of one fusion argument on ``tune_on``, keep the best by ``metric``,
+    and report it on the experiment's split (cached runs are fused again; nothing re-retrieved)."""
+
+    system: str
+    argument: str
+    values: tuple[Any, ...]
+    tune_on: str = "dev"
+    metric: str = "nDCG@10"
+    subset: str | None = "hard"
+    """A query set drawn beside all queries: ``hard`` (every passage-level retriever of the
+    experiment scores 0 on ``metric``), a query category of the dataset, or null."""
+
+    @property
+    def parameter(self) -> str:
+        return f"fusion.{self.system}.args.{self.argument}"
 
 
 @dataclass(frozen=True)
@@ -52,6 +80,12 @@ class Experiment:
     dataset_args: dict[str, Any] = field(default_factory=dict)
     workers: int | None = None
     """Processes for contextualizing a corpus (default: every core)."""
+    categories: str = "dataset"
+    """Query categories for per-category results: ``dataset`` (the dataset's own labels),
+    ``title_mention`` (whether a gold passage names its document's title), or a TSV file."""
+    sweep: Sweep | None = None
+    maxp: tuple[str, ...] = ()
+    """Passage-level systems also evaluated as document runs by MaxP (the paper's Table 4)."""
 
 
 _TOP = {
@@ -64,6 +98,9 @@ _TOP = {
     "retrievers": dict,
     "fusion": dict,
     "workers": int,
+    "categories": str,
+    "sweep": dict,
+    "maxp": (bool, list),
 }
 _KIND = {
     str: "a string",
@@ -71,6 +108,9 @@ _KIND = {
     dict: "a mapping",
     list: "a list",
     (str, type(None)): "a string or null",
+    (list, dict): "a list of values or a mapping {start, stop, step}",
+    (int, float): "a number",
+    (bool, list): "true, false or a list of passage-level systems",
     (str, dict, list, type(None)): "a name, a mapping {name, args} or a list of them",
 }
 _RETRIEVER = {
@@ -79,13 +119,37 @@ _RETRIEVER = {
     "args": dict,
     "contextualizer": (str, dict, list, type(None)),
     "first_stage": str,
+    "approach": str,
 }
 _CONTEXT_STEP = {"name": str, "args": dict}
-_FUSION = {"name": str, "document": str, "passage": str, "args": dict}
+_FUSION = {
+    "name": str,
+    "document": str,
+    "passage": str,
+    "passages": list,
+    "args": dict,
+    "approach": str,
+}
+_SWEEP = {
+    "parameter": str,
+    "values": (list, dict),
+    "tune_on": str,
+    "metric": str,
+    "subset": (str, type(None)),
+}
+_RANGE = {"start": (int, float), "stop": (int, float), "step": (int, float)}
+CATEGORY_SOURCES = ("dataset", "title_mention")
 
 
 def load(path: Path, overrides: list[str] = ()) -> Experiment:
     """Read, override (``key.sub=value``, values parsed as YAML) and validate an experiment file."""
+    raw = _read(path)
+    for assignment in overrides:
+        _override(raw, assignment, path)
+    return validate(raw, path)
+
+
+def _read(path: Path) -> dict:
     try:
         raw = yaml.safe_load(path.read_text())
     except FileNotFoundError:
@@ -96,9 +160,7 @@ def load(path: Path, overrides: list[str] = ()) -> Experiment:
         raise ConfigError(f"{where}: not valid YAML ({getattr(error, 'problem', error)})") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
-    for assignment in overrides:
-        _override(raw, assignment, path)
-    return validate(raw, path)
+    return raw
 
 
 def _override(raw: dict, assignment: str, path: Path) -> None:
@@ -126,9 +188,10 @@ def validate(raw: dict, path: Path) -> Experiment:
             f"{path}: dataset: {dataset!r} is neither a registered dataset nor a directory; "
             f"choose from: {', '.join(registry.datasets.names())}, or give a dataset directory"
         )
-    metrics = tuple(raw.get("metrics", DEFAULT_METRICS))
-    for m in metrics:
-        _wrap(path, "metrics", lambda m=m: parse_metric(str(m)))
+    metrics = tuple(
+        _wrap(path, "metrics", lambda m=m: parse_metric(str(m))).name
+        for m in raw.get("metrics", DEFAULT_METRICS)
+    )
     retrievers: dict[str, RetrieverSpec] = {}
     for system, spec in raw["retrievers"].items():
         retrievers[system] = _retriever(spec, path, f"retrievers.{system}", retrievers)
@@ -145,16 +208,117 @@ def validate(raw: dict, path: Path) -> Experiment:
     workers = raw.get("workers")
     if workers is not None and workers < 1:
         raise ConfigError(f"{path}: workers must be a positive integer, got {workers}")
+    categories = raw.get("categories", "dataset")
+    if categories not in CATEGORY_SOURCES and not Path(categories).is_file():
+        raise ConfigError(
+            f"{path}: categories: {categories!r} is neither one of {', '.join(CATEGORY_SOURCES)} "
+            "nor an existing TSV file of query_id<TAB>category rows"
+        )
+    split = raw.get("split", "test")
+    sweep = _sweep(raw["sweep"], path, fusion, split) if "sweep" in raw else None
+    maxp = _maxp(raw.get("maxp", False), path, retrievers, fusion)
     return Experiment(
         name=raw.get("name", path.stem),
         dataset=raw["dataset"],
         dataset_args=raw.get("dataset_args", {}),
-        split=raw.get("split", "test"),
+        split=split,
         depth=depth,
         metrics=metrics,
         retrievers=retrievers,
         fusion=fusion,
         workers=workers,
+        categories=categories,
+        sweep=sweep,
+        maxp=maxp,
+    )
+
+
+def _maxp(
+    value: bool | list, path: Path, retrievers: dict[str, RetrieverSpec], fusion: dict
+) -> tuple[str, ...]:
+    """``true`` (every passage-level system), ``false``, or a list of passage-level systems."""
+    passage_level = [s for s, r in retrievers.items() if r.level == "passage"] + list(fusion)
+    if isinstance(value, bool):
+        return tuple(passage_level) if value else ()
+    for system in value:
+        if system not in passage_level:
+            raise ConfigError(
+                f"{path}: maxp: {system!r} is not a passage-level system of this experiment; "
+                f"choose from: {', '.join(passage_level) or 'none defined'}"
+            )
+    return tuple(value)
+
+
+def load_grid(path: Path, overrides: list[str] = ()) -> list[Experiment]:
+    """Like :func:`load`, for a file whose ``dataset`` may be a list: one experiment per
+    dataset, each named ``<name>/<dataset>``."""
+    raw = _read(path)
+    for assignment in overrides:
+        _override(raw, assignment, path)
+    datasets = raw.get("dataset")
+    if not isinstance(datasets, list):
+        return [validate(raw, path)]
+    if not datasets or not all(isinstance(d, str) for d in datasets):
+        raise ConfigError(
+            f"{path}: dataset must be a name, a directory, or a non-empty list of them"
+        )
+    name = raw.get("name", path.stem)
+    return [
+        validate({**raw, "dataset": d, "name": f"{name}/{Path(d).name}"}, path) for d in datasets
+    ]
+
+
+def _sweep(spec: Any, path: Path, fusion: dict[str, FusionSpec], split: str) -> Sweep:
+    _check_fields(spec, _SWEEP, path, "sweep")
+    for key in ("parameter", "values"):
+        if key not in spec:
+            raise ConfigError(f"{path}: sweep: missing key {key!r}")
+    parts = spec["parameter"].split(".")
+    if len(parts) != 4 or parts[0] != "fusion" or parts[2] != "args" or parts[1] not in fusion:
+        raise ConfigError(
+            f"{path}: sweep.parameter: {spec['parameter']!r} is not an argument of a fusion "
+            f"system; write fusion.<system>.args.<argument> with <system> one of: "
+            f"{', '.join(fusion) or 'none defined'}"
+        )
+    system, argument = parts[1], parts[3]
+    factory = registry.fusers.get(fusion[system].name)
+    values = _sweep_values(spec["values"], path)
+    for value in values:
+        _check_args(factory, {**fusion[system].args, argument: value}, path, "sweep.parameter")
+        _wrap(path, "sweep.values", lambda v=value: factory(**{**fusion[system].args, argument: v}))
+    tune_on = spec.get("tune_on", "dev")
+    if tune_on == split:
+        raise ConfigError(
+            f"{path}: sweep.tune_on: tuning on {split!r}, the split results are reported on, "
+            "would overfit it; tune on another split (e.g. tune_on: dev)"
+        )
+    metric = _wrap(path, "sweep.metric", lambda: parse_metric(str(spec.get("metric", "nDCG@10"))))
+    return Sweep(system, argument, values, tune_on, metric.name, spec.get("subset", "hard"))
+
+
+def _sweep_values(values: Any, path: Path) -> tuple[Any, ...]:
+    """A list as given, or ``{start, stop, step}`` with ``stop`` included (rounded to the
+    step's decimals, so 0.1 steps give 0.3, not 0.30000000000000004)."""
+    if isinstance(values, list):
+        if not values:
+            raise ConfigError(f"{path}: sweep.values: give at least one value")
+        return tuple(values)
+    _check_fields(values, _RANGE, path, "sweep.values")
+    if set(values) != set(_RANGE):
+        raise ConfigError(
+            f"{path}: sweep.values: give start, stop and step, "
+            "e.g. {start: 0.0, stop: 1.0, step: 0.1}"
+        )
+    start, stop, step = values["start"], values["stop"], values["step"]
+    if step <= 0 or stop < start:
+        raise ConfigError(f"{path}: sweep.values: need step > 0 and stop >= start, got {values}")
+    decimals = max(len(repr(float(x)).split(".")[1]) for x in (start, step))
+    count = int(round((stop - start) / step)) + 1
+    if start + (count - 1) * step > stop + step * 1e-9:
+        count -= 1
+    as_int = all(isinstance(x, int) for x in (start, step))
+    return tuple(
+        start + n * step if as_int else round(start + n * step, decimals) for n in range(count)
     )
 
 
@@ -183,7 +347,7 @@ def _retriever(
             f"{path}: {where}.contextualizer: contextualizers apply to passages; "
             "remove it or set level: passage"
         )
-    return RetrieverSpec(spec["name"], level, args, steps, first_stage)
+    return RetrieverSpec(spec["name"], level, args, steps, first_stage, spec.get("approach"))
 
 
 def context_steps(value: Any, path: Path, where: str) -> tuple[ContextStep, ...]:
@@ -253,21 +417,84 @@ def _check_stage(
 
 
 def _fusion(spec: Any, path: Path, where: str, systems: dict[str, RetrieverSpec]) -> FusionSpec:
+    """``{name, document, passage, args}`` or ``{name, passages: [a, b], args}``."""
     _check_fields(spec, _FUSION, path, where)
-    for key in ("name", "document", "passage"):
-        if key not in spec:
-            raise ConfigError(f"{path}: {where}: missing key {key!r}")
-    for key, level in (("document", "document"), ("passage", "passage")):
-        system = systems.get(spec[key])
-        if system is None or system.level != level:
-            choices = [s for s, r in systems.items() if r.level == level]
-            raise ConfigError(
-                f"{path}: {where}.{key}: {spec[key]!r} is not a {level}-level retriever of this "
-                f"experiment; choose from: {', '.join(choices) or 'none defined'}"
-            )
+    if "name" not in spec:
+        raise ConfigError(f"{path}: {where}: missing key 'name' (a registered fuser)")
     factory = _wrap(path, f"{where}.name", lambda: registry.fusers.get(spec["name"]))
+    if "passages" in spec:
+        _passage_pair(spec, factory, path, where, systems)
+    else:
+        for key in ("document", "passage"):
+            if key not in spec:
+                raise ConfigError(
+                    f"{path}: {where}: missing key {key!r} (or give passages: [a, b] to fuse "
+                    "two passage-level systems)"
+                )
+            _input(spec[key], key, key, path, where, systems)
+    if callable(getattr(factory, "scope", None)):
+        _scoring_system(spec, factory, path, where, systems)
     _check_args(factory, spec.get("args", {}), path, f"{where}.args")
-    return FusionSpec(spec["name"], spec["document"], spec["passage"], spec.get("args", {}))
+    _wrap(path, f"{where}.args", lambda: factory(**spec.get("args", {})))
+    return FusionSpec(
+        spec["name"],
+        spec.get("document"),
+        spec.get("passage"),
+        tuple(spec.get("passages", ())),
+        spec.get("args", {}),
+        spec.get("approach"),
+    )
+
+
+def _passage_pair(
+    spec: dict, factory: Any, path: Path, where: str, systems: dict[str, RetrieverSpec]
+) -> None:
+    if "document" in spec or "passage" in spec:
+        raise ConfigError(
+            f"{path}: {where}: give either document and passage, or passages; not both"
+        )
+    pair = spec["passages"]
+    if len(pair) != 2 or not all(isinstance(s, str) for s in pair) or pair[0] == pair[1]:
+        raise ConfigError(
+            f"{path}: {where}.passages: name two different passage-level systems, got {pair!r}"
+        )
+    if not callable(getattr(factory, "fuse_passages", None)):
+        raise ConfigError(
+            f"{path}: {where}.name: fuser {spec['name']!r} fuses a document and a passage run "
+            "only; give document and passage instead of passages"
+        )
+    for n, system in enumerate(pair):
+        _input(system, "passage", f"passages[{n}]", path, where, systems)
+
+
+def _input(
+    system: str, level: str, key: str, path: Path, where: str, systems: dict[str, RetrieverSpec]
+) -> None:
+    if system not in systems or systems[system].level != level:
+        choices = [s for s, r in systems.items() if r.level == level]
+        raise ConfigError(
+            f"{path}: {where}.{key}: {system!r} is not a {level}-level retriever of this "
+            f"experiment; choose from: {', '.join(choices) or 'none defined'}"
+        )
+
+
+def _scoring_system(
+    spec: dict, factory: Any, path: Path, where: str, systems: dict[str, RetrieverSpec]
+) -> None:
+    """A hierarchical fuser needs a passage retriever that can score given passages."""
+    if "passages" in spec:
+        raise ConfigError(
+            f"{path}: {where}: fuser {spec['name']!r} searches within the top documents; "
+            "give document and passage instead of passages"
+        )
+    passage = systems[spec["passage"]]
+    retriever = registry.retrievers.get(passage.name)
+    if passage.first_stage is not None or not callable(getattr(retriever, "score", None)):
+        raise ConfigError(
+            f"{path}: {where}.passage: {spec['passage']!r} ({passage.name}) cannot score "
+            "passages within given documents; use a first-stage retriever that has a score "
+            "method (bm25, dense, sparse, late_interaction)"
+        )
 
 
 def _check_fields(spec: Any, schema: dict[str, Any], path: Path, where: str) -> None:

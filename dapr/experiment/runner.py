@@ -6,8 +6,9 @@ import hashlib
 import inspect
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -21,8 +22,9 @@ from dapr.contextualizers.pipeline import (
     record_cost,
     recorded_cost,
 )
-from dapr.data import Dataset, Queries, Run
-from dapr.evaluation import Evaluation, evaluate
+from dapr.data import Dataset, Queries, Run, Split
+from dapr.evaluation import Evaluation
+from dapr.evaluation import evaluate as evaluate_run
 from dapr.experiment.cache import Cache, content_key
 from dapr.experiment.config import Experiment, FusionSpec, RetrieverSpec
 
@@ -50,6 +52,10 @@ class Outcome:
     steps: list[Step] = field(default_factory=list)
     costs: dict[str, Cost] = field(default_factory=dict)
     """What contextualizing the corpus cost, per system that uses a contextualizer."""
+    tags: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per system, its ``approach`` and ``retriever`` as tables name them."""
+    labels: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Categories of the split's queries (see ``Experiment.categories``)."""
 
 
 class Runner:
@@ -59,22 +65,41 @@ class Runner:
         self.experiment = experiment
         self.cache = cache or Cache()
         self.workers = experiment.workers or os.cpu_count() or 1
+        self._open: dict[str, Callable[[], object]] = {}
 
-    def run(self) -> Outcome:
+    def run(
+        self, dataset: Dataset | None = None, evaluate: Collection[str] | None = None
+    ) -> Outcome:
+        """Every system's run, and the evaluation of those in ``evaluate`` (default: all);
+        ``dataset`` saves loading the experiment's dataset again."""
         exp = self.experiment
-        dataset = registry.load_dataset(exp.dataset, **exp.dataset_args)
+        dataset = dataset or registry.load_dataset(exp.dataset, **exp.dataset_args)
         split = dataset.split(exp.split)
         outcome = Outcome(exp, dataset)
         for system, spec in exp.retrievers.items():
             outcome.runs[system] = self._retrieve(outcome, system, spec, split.queries)
             outcome.levels[system] = spec.level
+            outcome.tags[system] = describe(spec, exp)
         for system, spec in exp.fusion.items():
-            outcome.runs[system] = self._fuse(outcome, system, spec)
+            outcome.runs[system] = self._fuse(outcome, system, spec, split.queries)
             outcome.levels[system] = "passage"
+            outcome.tags[system] = describe(spec, exp)
+        for system in exp.maxp:
+            outcome.runs[f"{system}@maxp"] = evaluation.maxp(
+                outcome.runs[system], dataset.corpus.ids
+            )
+            outcome.levels[f"{system}@maxp"] = "document"
+            outcome.tags[f"{system}@maxp"] = {
+                **outcome.tags[system],
+                "approach": f"{outcome.tags[system]['approach']} (MaxP)",
+            }
+        outcome.labels = query_labels(exp.categories, dataset, exp.split, split)
         document_qrels = evaluation.document_qrels(split.qrels, dataset.corpus.ids)
         for system, run in outcome.runs.items():
+            if evaluate is not None and system not in evaluate:
+                continue
             qrels = document_qrels if outcome.levels[system] == "document" else split.qrels
-            outcome.evaluations[system] = evaluate(
+            outcome.evaluations[system] = evaluate_run(
                 run, qrels, exp.metrics, relevance_level=dataset.relevance_level
             )
         return outcome
@@ -98,9 +123,8 @@ class Runner:
         index_key = content_key(*made_by, dataset.corpus.fingerprint)
         run_key = content_key(index_key, _queries_hash(queries), self.experiment.depth)
         outcome.keys[system] = run_key
-        if self.cache.has("runs", run_key):  # a cached run needs no index at all
-            self._recorded_cost(outcome, system, chain)
-        else:
+
+        def open_index():
             started = time.perf_counter()
             if self.cache.has("indexes", index_key):
                 status = "cached"
@@ -112,6 +136,14 @@ class Runner:
                 status = "computed"
             component.load(self.cache.path("indexes", index_key))
             outcome.steps.append(Step("index", system, status, time.perf_counter() - started))
+            self._open[system] = lambda: component
+            return component
+
+        self._open[system] = open_index
+        if self.cache.has("runs", run_key):  # a cached run needs no index at all
+            self._recorded_cost(outcome, system, chain)
+        else:
+            open_index()
         return self._stored_run(
             outcome,
             "search",
@@ -179,22 +211,42 @@ class Runner:
         if recorded is not None:
             outcome.costs[system] = recorded
 
-    def _fuse(self, outcome: Outcome, system: str, spec: FusionSpec) -> Run:
+    def _fuse(self, outcome: Outcome, system: str, spec: FusionSpec, queries: Queries) -> Run:
         factory = registry.fusers.get(spec.name)
-        key = content_key(
-            spec.name,
-            getattr(factory, "version", "0"),
-            spec.args,
-            outcome.keys[spec.document],
-            outcome.keys[spec.passage],
-        )
+        fuser = factory(**spec.args)
+        made_by = (spec.name, getattr(factory, "version", "0"), spec.args)
+        if spec.passages:
+            first, second = spec.passages
+            key = content_key(*made_by, outcome.keys[first], outcome.keys[second])
+            outcome.keys[system] = key
+            return self._stored_run(
+                outcome,
+                "fuse",
+                system,
+                key,
+                lambda: fuser.fuse_passages(outcome.runs[first], outcome.runs[second]),
+            )
+        document_run = outcome.runs[spec.document]
+        passage_key = outcome.keys[spec.passage]
+        if callable(getattr(fuser, "scope", None)):
+            passage_key = content_key(
+                "scope", fuser.scope_identity(), outcome.keys[spec.document], passage_key
+            )
+
+            def score() -> Run:
+                candidates = fuser.scope(document_run, outcome.dataset.corpus.ids)
+                scored = self._open[spec.passage]().score(queries, candidates)
+                return scored.top(self.experiment.depth)
+
+            passage_run = self._stored_run(outcome, "score", system, passage_key, score)
+        else:
+            passage_run = outcome.runs[spec.passage]
+        key = content_key(*made_by, outcome.keys[spec.document], passage_key)
         outcome.keys[system] = key
 
         def fuse() -> Run:
-            document_run = outcome.runs[spec.document]
-            passage_run = outcome.runs[spec.passage]
             doc_of = doc_codes(outcome.dataset, passage_run, document_run)
-            return factory(**spec.args).fuse(document_run, passage_run, doc_of)
+            return fuser.fuse(document_run, passage_run, doc_of)
 
         return self._stored_run(outcome, "fuse", system, key, fuse)
 
@@ -262,3 +314,49 @@ def _queries_hash(queries: Queries) -> str:
     for qid in sorted(queries):
         digest.update(f"{len(qid)}:{qid}{len(queries[qid])}:{queries[qid]}".encode())
     return digest.hexdigest()[:16]
+
+
+def describe(spec: RetrieverSpec | FusionSpec, exp: Experiment) -> dict[str, str]:
+    """How tables name a system: its ``approach`` (``passage only``, ``+ title``, ``rank fusion
+    (convex)``, ``hierarchical``...) and its ``retriever`` (``dense (all-MiniLM-L6-v2)``)."""
+    if isinstance(spec, FusionSpec):
+        inputs = [exp.retrievers[s] for s in spec.inputs if exp.retrievers[s].level == "passage"]
+        retriever = " + ".join(_retriever_label(s) for s in inputs)
+        if spec.passages:
+            approach = f"passage hybrid ({spec.name})"
+        elif spec.name == "hierarchical":
+            approach = "hierarchical"
+        else:
+            approach = f"rank fusion ({spec.name})"
+        return {"approach": spec.approach or approach, "retriever": retriever}
+    if spec.level == "document":
+        approach = "document"
+    elif spec.first_stage:
+        approach = f"rerank {spec.first_stage}"
+    elif spec.contextualizer:
+        approach = "+ " + " + ".join(step.name for step in spec.contextualizer)
+    else:
+        approach = "passage only"
+    return {"approach": spec.approach or approach, "retriever": _retriever_label(spec)}
+
+
+def _retriever_label(spec: RetrieverSpec) -> str:
+    model = spec.args.get("model")
+    return f"{spec.name} ({Path(str(model)).name})" if model else spec.name
+
+
+def query_labels(
+    source: str, dataset: Dataset, split_name: str, split: Split
+) -> dict[str, tuple[str, ...]]:
+    """The categories of the split's queries: the dataset's own, ``title_mention``, or a TSV."""
+    if source == "dataset":
+        labels = dataset.labels
+    elif source == "title_mention":
+        from dapr.analysis.categories import title_mention_labels
+
+        labels = title_mention_labels(dataset, split_name)
+    else:
+        from dapr.analysis.categories import read_labels
+
+        labels = read_labels(Path(source))
+    return {qid: tuple(labels[qid]) for qid in split.queries if qid in labels}

@@ -1,0 +1,181 @@
+"""Sweep one fusion argument: every value on the tuning split, the best one on the reported split.
+
+Retrieval runs are computed once per split and cached; each value only fuses them again. The
+value with the best mean on ``tune_on`` is chosen before the reported split is looked at; the
+reported split's numbers for every value are kept beside it for the paper's Figure 2.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from dapr import registry
+from dapr.data import Dataset
+from dapr.errors import ConfigError
+from dapr.experiment.cache import Cache
+from dapr.experiment.config import Experiment, Sweep
+from dapr.experiment.runner import Outcome, Runner
+from dapr.io.files import write_bytes_atomic
+
+
+@dataclass
+class SweepResult:
+    """Per value, the metric's mean on each split over all queries and over the subset."""
+
+    sweep: Sweep
+    splits: tuple[str, str]
+    """(tuning split, reported split)."""
+    means: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    """``means[split]["all" | subset]`` in the order of ``sweep.values``."""
+    sizes: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Queries per split and query set."""
+    chosen: Any = None
+    outcome: Outcome | None = None
+    """The experiment on the reported split with the chosen value."""
+
+    def rows(self) -> list[dict[str, object]]:
+        rows = []
+        for n, value in enumerate(self.sweep.values):
+            row: dict[str, object] = {self.sweep.argument: value}
+            for split in self.splits:
+                for subset, values in self.means[split].items():
+                    row[f"{split} {subset}"] = values[n]
+            row["chosen"] = value == self.chosen
+            rows.append(row)
+        return rows
+
+
+def run_sweep(experiment: Experiment, cache: Cache | None = None) -> SweepResult:
+    """Evaluate every value of ``experiment.sweep``, choose on its ``tune_on`` split."""
+    sweep = experiment.sweep
+    if sweep is None:
+        raise ConfigError(f"experiment {experiment.name!r} has no sweep block")
+    cache = cache or Cache()
+    dataset = registry.load_dataset(experiment.dataset, **experiment.dataset_args)
+    metrics = experiment.metrics + (() if sweep.metric in experiment.metrics else (sweep.metric,))
+    base = replace(experiment, metrics=metrics, sweep=None)
+    result = SweepResult(sweep, (sweep.tune_on, experiment.split))
+    for split in result.splits:
+        at_split = replace(base, split=split)
+        subset = _subset(sweep, Runner(at_split, cache).run(dataset), dataset)
+        per_value = [
+            _scores(with_value(at_split, sweep, value), sweep, cache, dataset)
+            for value in sweep.values
+        ]
+        sets = {"all": None} | ({sweep.subset: subset} if sweep.subset else {})
+        result.means[split] = {
+            name: [_mean(scores, qids) for scores in per_value] for name, qids in sets.items()
+        }
+        result.sizes[split] = {
+            name: len(per_value[0]) if qids is None else len(qids) for name, qids in sets.items()
+        }
+    tuned = result.means[sweep.tune_on]["all"]
+    result.chosen = sweep.values[tuned.index(max(tuned))]
+    result.outcome = Runner(with_value(base, sweep, result.chosen), cache).run(dataset)
+    return result
+
+
+def with_value(experiment: Experiment, sweep: Sweep, value: Any) -> Experiment:
+    """The experiment with the swept fusion argument set to ``value``."""
+    spec = experiment.fusion[sweep.system]
+    fused = replace(spec, args={**spec.args, sweep.argument: value})
+    return replace(experiment, fusion={**experiment.fusion, sweep.system: fused})
+
+
+def _scores(experiment: Experiment, sweep: Sweep, cache: Cache, dataset: Dataset) -> dict:
+    outcome = Runner(experiment, cache).run(dataset, evaluate={sweep.system})
+    return outcome.evaluations[sweep.system].per_query[sweep.metric]
+
+
+def _subset(sweep: Sweep, outcome: Outcome, dataset: Dataset) -> set[str] | None:
+    """The queries of the subset on this split: ``hard`` (every passage-level retriever of the
+    experiment scores 0 on the metric) or those labelled with the category ``sweep.subset``."""
+    if sweep.subset is None:
+        return None
+    if sweep.subset == "hard":
+        from dapr.analysis.hard import hard_subset
+
+        scores = {
+            system: outcome.evaluations[system].per_query[sweep.metric]
+            for system, spec in outcome.experiment.retrievers.items()
+            if spec.level == "passage"
+        }
+        return {qid for qid, labels in hard_subset(scores).items() if "hard" in labels}
+    subset = {qid for qid, labels in outcome.labels.items() if sweep.subset in labels}
+    if not subset:
+        found = sorted({label for labels in outcome.labels.values() for label in labels})
+        raise ConfigError(
+            f"sweep.subset: no query of {dataset.name!r} is in category {sweep.subset!r}; "
+            f"use hard, null, or one of: {', '.join(found) or 'none (the dataset has none)'}"
+        )
+    return subset
+
+
+def _mean(scores: dict[str, float], qids: set[str] | None) -> float:
+    values = list(scores.values()) if qids is None else [scores[q] for q in qids if q in scores]
+    return sum(values) / len(values) if values else float("nan")
+
+
+def write(result: SweepResult, out: Path) -> list[Path]:
+    """``sweep.md``, ``sweep.csv``, ``sweep.json`` and the plot ``sweep.png`` / ``.pdf``."""
+    from dapr.plots import sweep_plot
+
+    sweep = result.sweep
+    out.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(out / "sweep.md", [markdown(result).encode()])
+    write_bytes_atomic(out / "sweep.csv", [_csv(result).encode()])
+    summary = {
+        "parameter": sweep.parameter,
+        "values": list(sweep.values),
+        "metric": sweep.metric,
+        "tune_on": sweep.tune_on,
+        "reported_on": result.splits[1],
+        "chosen": result.chosen,
+        "means": {
+            split: {name: [None if m != m else m for m in means] for name, means in sets.items()}
+            for split, sets in result.means.items()
+        },
+        "queries": result.sizes,
+    }
+    write_bytes_atomic(out / "sweep.json", [(json.dumps(summary, indent=1) + "\n").encode()])
+    curves = {
+        f"{subset} ({split}, n={result.sizes[split][subset]})": list(zip(sweep.values, means))
+        for split in reversed(result.splits)
+        for subset, means in result.means[split].items()
+    }
+    return sweep_plot(curves, sweep.argument, sweep.metric, out / "sweep", chosen=result.chosen)
+
+
+def markdown(result: SweepResult) -> str:
+    """The table of every value, the chosen one in bold."""
+    rows = result.rows()
+    columns = [c for c in rows[0] if c != "chosen"]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---:|" * len(columns)]
+    for row in rows:
+        cells = [str(row[columns[0]])] + [
+            "-" if row[c] != row[c] else f"{row[c]:.4f}" for c in columns[1:]
+        ]
+        if row["chosen"]:
+            cells = [f"**{c}**" for c in cells]
+        lines.append("| " + " | ".join(cells) + " |")
+    sweep = result.sweep
+    lines.append(
+        f"\nChosen {sweep.parameter} = {result.chosen}: the best mean {sweep.metric} on "
+        f"{sweep.tune_on}, reported on {result.splits[1]}."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _csv(result: SweepResult) -> str:
+    rows = result.rows()
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, list(rows[0]))
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: (f"{v:.6f}" if isinstance(v, float) else v) for k, v in row.items()})
+    return buffer.getvalue()
