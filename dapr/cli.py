@@ -103,28 +103,213 @@ def _parser() -> argparse.ArgumentParser:
     context.add_argument("--workers", type=int, help="worker processes (default: every core)")
     context.set_defaults(handler=_contextualize)
 
+    report = commands.add_parser(
+        "report",
+        help="the paper's Table 3 from results directories (markdown, CSV, LaTeX)",
+        description="Rows: approach x retriever; columns: datasets, Avg., then the datasets kept "
+        "apart (NQ-hard). The best value per column is bold; with --baseline, a dagger marks a "
+        "significant difference (paired t-test, Holm-corrected per column).",
+    )
+    report.add_argument("results", nargs="+", type=Path, help="results directories of dapr run")
+    report.add_argument("--metric", default="nDCG@10")
+    report.add_argument(
+        "--baseline", help="a system, or an approach compared within each retriever"
+    )
+    report.add_argument(
+        "--apart",
+        nargs="*",
+        default=["nq-hard"],
+        help="datasets shown after Avg. and left out of it (default: nq-hard)",
+    )
+    report.add_argument("--out", type=Path, help="also write table3.md, .csv and .tex here")
+    report.set_defaults(handler=_report)
+
+    plot = commands.add_parser("plot", help="plot a results directory (PNG and PDF)")
+    plot.add_argument("results", type=Path, help="a results directory of dapr run")
+    plot.add_argument(
+        "--kind",
+        choices=("categories", "sweep"),
+        required=True,
+        help="categories: the metric per query category and system (the paper's Figure 3); "
+        "sweep: the metric against the swept value (Figure 2)",
+    )
+    plot.add_argument("--metric", default="nDCG@10")
+    plot.add_argument("--systems", nargs="+", help="default: every passage-level system")
+    plot.add_argument("--labels", type=Path, help="query categories (TSV) instead of the run's")
+    plot.add_argument("--out", type=Path, help="file stem (default: RESULTS/<kind>)")
+    plot.set_defaults(handler=_plot)
+
+    hard = commands.add_parser(
+        "hard-subset",
+        help="the queries on which every given system fails, as a category table",
+        description="The NQ-hard rule on any dataset: a query is hard when every system scores "
+        "at most --threshold (default 0) on --metric. Writes a TSV query_id<TAB>category.",
+    )
+    hard.add_argument("results", nargs="+", type=Path, help="results directories of one split")
+    hard.add_argument("--systems", nargs="+", help="default: every passage-level system")
+    hard.add_argument("--metric", default="nDCG@10")
+    hard.add_argument("--threshold", type=float, default=0.0)
+    hard.add_argument("--out", type=Path, required=True, help="the TSV to write")
+    hard.set_defaults(handler=_hard_subset)
+
+    overlap = commands.add_parser(
+        "overlap",
+        help="query / gold-passage Jaccard similarity with and without titles (Table 5)",
+    )
+    overlap.add_argument("dataset", help="a registered dataset or a dataset directory")
+    overlap.add_argument("--split", default="test")
+    overlap.set_defaults(handler=_overlap)
+
     plugins = commands.add_parser("plugins", help="list the installed components")
     plugins.set_defaults(handler=_plugins)
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
+    from dapr.experiment.config import load_grid
+
+    for experiment in load_grid(args.file, args.overrides):
+        # one experiment per dataset of a grid, named <name>/<dataset>: a directory each
+        name, _, dataset = experiment.name.partition("/")
+        out = args.out or Path("results") / name
+        _run_one(experiment, out / dataset if dataset else out)
+    return 0
+
+
+def _run_one(experiment, out: Path) -> None:
     from dapr import report
-    from dapr.experiment.config import load
+    from dapr.experiment import sweep
     from dapr.experiment.runner import Runner
 
-    experiment = load(args.file, args.overrides)
-    outcome = Runner(experiment).run()
-    out = args.out or Path("results") / experiment.name
+    if experiment.sweep is None:
+        outcome = Runner(experiment).run()
+    else:
+        swept = sweep.run_sweep(experiment)
+        outcome = swept.outcome
     report.write(outcome, out)
     width = max((len(step.system) for step in outcome.steps), default=0)
     for step in outcome.steps:
         print(f"  {step.kind:<6} {step.system:<{width}}  {step.status:<8} {step.seconds:7.1f}s")
     print(f"\n{experiment.name}: {outcome.dataset.name}, split {experiment.split}\n")
+    if experiment.sweep is not None:
+        sweep.write(swept, out)
+        print(sweep.markdown(swept))
     print(report.markdown(outcome))
     if outcome.costs:
         print(report.cost_markdown(report.cost_rows(outcome.costs, outcome)))
     print(f"results written to {out}")
+
+
+def _metrics_files(paths: list[Path]) -> list[Path]:
+    """Each path's metrics.json, or those of the results directories under it (a grid)."""
+    found = []
+    for path in paths:
+        if path.is_file() or (path / "metrics.json").is_file():
+            found.append(path)
+        elif path.is_dir() and (below := sorted(path.rglob("metrics.json"))):
+            found.extend(below)
+        else:
+            raise DaprError(f"{path}: no metrics.json here; give a results directory of dapr run")
+    return found
+
+
+def _read_metrics(path: Path) -> dict:
+    file = path if path.is_file() else path / "metrics.json"
+    try:
+        return json.loads(file.read_text())
+    except (OSError, ValueError) as error:
+        raise DaprError(f"{file}: not a readable metrics.json ({error})") from None
+
+
+def _report(args: argparse.Namespace) -> int:
+    from dapr.analysis.table import load_results, table3, to_csv, to_latex, to_markdown
+    from dapr.evaluation import parse_metric
+
+    metric = parse_metric(args.metric).name
+    table = table3(
+        load_results(_metrics_files(args.results)),
+        metric=metric,
+        baseline=args.baseline,
+        apart=tuple(args.apart),
+    )
+    text = to_markdown(table)
+    print(text)
+    if args.out:
+        from dapr.io.files import write_bytes_atomic
+
+        args.out.mkdir(parents=True, exist_ok=True)
+        for name, content in (("md", text), ("csv", to_csv(table)), ("tex", to_latex(table))):
+            write_bytes_atomic(args.out / f"table3.{name}", [content.encode()])
+        print(f"written to {args.out}/table3.md, .csv and .tex")
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from dapr.evaluation import parse_metric
+
+    metric = parse_metric(args.metric).name
+    stem = args.out or args.results / args.kind
+    if args.kind == "sweep":
+        from dapr.plots import sweep_plot
+
+        path = args.results / "sweep.json"
+        if not path.is_file():
+            raise DaprError(f"{args.results}: no sweep.json; run an experiment with a sweep block")
+        swept = json.loads(path.read_text())
+        curves = {
+            f"{subset} ({split}, n={swept['queries'][split][subset]})": [
+                (value, float("nan") if mean is None else mean)
+                for value, mean in zip(swept["values"], means)
+            ]
+            for split in (swept["reported_on"], swept["tune_on"])
+            for subset, means in swept["means"][split].items()
+        }
+        written = sweep_plot(curves, swept["parameter"], swept["metric"], stem, swept["chosen"])
+    else:
+        from dapr.analysis.categories import category_table, read_labels
+        from dapr.plots import category_plot
+
+        metrics = _read_metrics(args.results)
+        labels = read_labels(args.labels) if args.labels else None
+        if labels is None and not metrics.get("labels"):
+            raise DaprError(
+                f"{args.results}: its queries have no categories; run with categories: "
+                "title_mention (or a dataset that has them), or pass --labels FILE.tsv"
+            )
+        table, counts = category_table(metrics, metric, args.systems, labels)
+        written = category_plot(table, metric, stem, counts)
+    print("written: " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def _hard_subset(args: argparse.Namespace) -> int:
+    from dapr.analysis.categories import write_labels
+    from dapr.analysis.hard import HARD, gather_scores, hard_subset
+    from dapr.evaluation import parse_metric
+
+    results = [_read_metrics(p) for p in _metrics_files(args.results)]
+    scores = gather_scores(results, parse_metric(args.metric).name, args.systems)
+    labels = hard_subset(scores, args.threshold)
+    write_labels(args.out, labels)
+    hard = sum(HARD in categories for categories in labels.values())
+    print(
+        f"{hard} of {len(labels)} queries are hard: every one of {', '.join(scores)} scores "
+        f"{args.metric} <= {args.threshold:g}; written to {args.out}"
+    )
+    return 0
+
+
+def _overlap(args: argparse.Namespace) -> int:
+    from dapr.analysis.overlap import overlap_table
+    from dapr.registry import load_dataset
+
+    dataset = load_dataset(args.dataset)
+    stats = overlap_table(dataset, args.split)
+    print(f"Query / gold-passage Jaccard similarity, {dataset.name}, split {args.split}\n")
+    print("| passage | mean Jaccard | pairs | queries |\n|---|---:|---:|---:|")
+    for with_title, label in ((False, "alone"), (True, "with title")):
+        row = stats[with_title]
+        print(f"| {label} | {row.mean:.4f} | {row.pairs:,} | {row.queries:,} |")
     return 0
 
 
