@@ -234,3 +234,15 @@ def test_hierarchical_and_passage_hybrid(wiki_splits, tmp_path, monkeypatch):
         "approach": "passage hybrid (rrf)",
         "retriever": "bm25 + bm25",
     }
+
+
+def test_overlap_command_prints_table5(wiki_splits, capsys):
+    from dapr.analysis.overlap import overlap_table
+
+    assert main(["overlap", str(wiki_splits), "--split", "dev"]) == 0
+    out = capsys.readouterr().out
+    stats = overlap_table(read_dataset(wiki_splits), "dev")
+    assert f"| alone | {stats[False].mean:.4f} | {stats[False].pairs:,} |" in out
+    assert f"| with title | {stats[True].mean:.4f} |" in out
+    assert stats[True].mean > stats[False].mean  # queries name the article: titles add overlap
+    assert main(["overlap", str(wiki_splits), "--split", "train"]) == 2
