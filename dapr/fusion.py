@@ -108,7 +108,8 @@ class Convex:
     ``rank`` (see :func:`z_score`, :func:`rank_scale`).
 
     :meth:`fuse_passages` mixes two passage runs instead (``alpha`` weighs the first) over the
-    union of their lists; a passage one list lacks takes ``missing`` on that side.
+    union of their lists; a passage one list lacks takes ``missing`` on that side. ``depth``
+    cuts both lists before fusing (None: as retrieved, the experiment's ``depth``).
     """
 
     version = "1"
@@ -120,6 +121,7 @@ class Convex:
         normalize: Normalize = "candidates",
         scaling: Scaling = "min_max",
         missing: float = 0.0,
+        depth: int | None = None,
     ):
         if isinstance(alpha, bool) or not isinstance(alpha, Real) or not 0 <= alpha <= 1:
             raise DaprError(
@@ -145,12 +147,15 @@ class Convex:
         self.normalize = normalize
         self.scale = SCALINGS[scaling]
         self.missing = float(missing)
+        self.depth = _checked_depth(self.kind, depth)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(alpha={self.alpha}, normalize={self.normalize!r})"
 
     def fuse(self, document_run: Run, passage_run: Run, doc_of: np.ndarray) -> Run:
         """The passage run, re-scored and re-ranked (``doc_of`` as in ``Fuser.fuse``)."""
+        if self.depth is not None:
+            document_run, passage_run = document_run.top(self.depth), passage_run.top(self.depth)
         document_side = self._document_side(document_run, passage_run, doc_of)
         passage_side = self.scale(passage_run.scores, passage_run.offsets)
         fused = self.alpha * document_side + (1 - self.alpha) * passage_side
@@ -158,6 +163,8 @@ class Convex:
 
     def fuse_passages(self, first: Run, second: Run) -> Run:
         """``alpha * first + (1 - alpha) * second`` over the union of two passage runs."""
+        if self.depth is not None:
+            first, second = first.top(self.depth), second.top(self.depth)
         offsets, items, vocab, (a, b) = _union(first, second)
         a, b = self.scale(a, offsets), self.scale(b, offsets)
         fused = self.alpha * _filled(a, self.missing) + (1 - self.alpha) * _filled(b, self.missing)
@@ -193,8 +200,9 @@ class Hierarchical(Convex):
         normalize: Normalize = "candidates",
         scaling: Scaling = "min_max",
         missing: float = 0.0,
+        depth: int | None = None,
     ):
-        super().__init__(alpha, normalize, scaling, missing)
+        super().__init__(alpha, normalize, scaling, missing, depth)
         if isinstance(documents, bool) or not isinstance(documents, int) or documents < 1:
             raise DaprError(
                 f"hierarchical fusion: documents (how many top documents to search within) must "
@@ -241,12 +249,8 @@ class RRF:
     def __init__(self, k: int = 60, depth: int | None = None):
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise DaprError(f"rrf fusion: k must be a non-negative integer, got {k!r}")
-        if depth is not None and (
-            isinstance(depth, bool) or not isinstance(depth, int) or depth < 1
-        ):
-            raise DaprError(f"rrf fusion: depth must be a positive integer or null, got {depth!r}")
         self.k = k
-        self.depth = depth
+        self.depth = _checked_depth("rrf", depth)
 
     def fuse(self, document_run: Run, passage_run: Run, doc_of: np.ndarray) -> Run:
         """The passage run, re-scored and re-ranked (``doc_of`` as in ``Fuser.fuse``)."""
@@ -273,6 +277,12 @@ class RRF:
         offsets, items, vocab, ranks = _union(ranked_first, ranked_second)
         fused = sum(_filled(1 / (self.k + r), 0.0) for r in ranks)
         return _reranked(Run(first.queries, offsets, items, fused, vocab), fused)
+
+
+def _checked_depth(kind: str, depth: int | None) -> int | None:
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        raise DaprError(f"{kind} fusion: depth must be a positive integer or null, got {depth!r}")
+    return depth
 
 
 def _filled(scores: np.ndarray, value: float) -> np.ndarray:

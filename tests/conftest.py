@@ -78,3 +78,13 @@ def wiki_slice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Split]:
     path = tmp_path_factory.mktemp("data") / "wiki-slice"
     write_dataset(Dataset("wiki-slice", Corpus(documents), {"test": split}), path)
     return path, split
+
+
+@pytest.fixture
+def torch_extensions(pytestconfig: pytest.Config, tmp_path: Path, monkeypatch) -> Path:
+    """Where colbert-ai compiles its C++ search extensions (minutes): pytest's cache when it is
+    enabled, so that later runs and tests reuse them."""
+    cache = getattr(pytestconfig, "cache", None)
+    built = cache.mkdir("torch_extensions") if cache else tmp_path / "torch_extensions"
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(built))
+    return built

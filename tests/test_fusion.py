@@ -394,3 +394,23 @@ def test_hierarchical_scope_is_every_passage_of_the_top_documents():
         Hierarchical(0.2, documents=0)
     with pytest.raises(DaprError, match="alpha"):
         Hierarchical(1.5)
+
+
+def test_convex_depth_cuts_both_lists_before_fusing():
+    # depth 2: documents A 10, B 6; passages a1 4, b1 3 -> passage side a1 1, b1 0;
+    # document side over candidates a1 10, b1 6 -> a1 1, b1 0; alpha .5: a1 1, b1 0
+    document_run, passage_run = Run.from_dict(DOCS), Run.from_dict(PASSAGES)
+    doc_of = doc_codes(document_run, passage_run, PID2DID)
+    fused = Convex(0.5, depth=2).fuse(document_run, passage_run, doc_of).to_dict()["q"]
+    assert fused == pytest.approx({"a1": 1.0, "b1": 0.0})
+    # two passage runs cut to 2: FIRST a 3, c 2 -> a 1, c 0; SECOND b 8, d 4 -> b 1, d 0;
+    # alpha .25, missing 0: b .75 * 1 = .75, a .25 * 1 = .25, c 0, d 0 (ties by code: c before d)
+    hybrid = Convex(0.25, depth=2).fuse_passages(Run.from_dict(FIRST), Run.from_dict(SECOND))
+    assert list(hybrid.to_dict()["q"].items()) == [
+        ("b", pytest.approx(0.75)),
+        ("a", pytest.approx(0.25)),
+        ("c", 0.0),
+        ("d", 0.0),
+    ]
+    with pytest.raises(DaprError, match="depth"):
+        Convex(0.5, depth=0)

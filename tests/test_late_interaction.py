@@ -199,12 +199,10 @@ WORDS = [f"w{i}" for i in range(120)]
 
 
 @pytest.mark.slow
-def test_plaid_agrees_with_exact(tmp_path, words_colbert, monkeypatch, pytestconfig):
-    """About 4 minutes on a first run, which compiles colbert-ai's C++ search extensions (kept
-    in pytest's cache, when it is enabled, for later runs); about 15 seconds after that."""
-    cache = getattr(pytestconfig, "cache", None)
-    built = cache.mkdir("torch_extensions") if cache else tmp_path / "torch_extensions"
-    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(built))
+@pytest.mark.usefixtures("torch_extensions")
+def test_plaid_agrees_with_exact(tmp_path, words_colbert):
+    """About 4 minutes on a first run, which compiles colbert-ai's C++ search extensions; about
+    15 seconds after that."""
     rng = random.Random(0)
     items = [(f"p{i}", " ".join(rng.sample(WORDS, 8))) for i in range(300)]
     queries = {f"q{i}": " ".join(rng.sample(text.split(), 3)) for i, (_, text) in enumerate(items)}

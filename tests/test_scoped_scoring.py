@@ -12,7 +12,7 @@ import random
 
 import numpy as np
 import pytest
-from test_late_interaction import tiny_colbert
+from test_late_interaction import WORDS, tiny_colbert
 
 from dapr.data import Run
 from dapr.retrievers import dense, exact, late_interaction, sparse
@@ -162,15 +162,9 @@ def test_bm25_on_lucene_scores_within_an_id_filter(tmp_path):
     )
 
 
-WORDS = [f"w{i}" for i in range(120)]
-
-
 @pytest.mark.slow
-def test_plaid_scores_candidates_as_its_search_does(tmp_path, pytestconfig, monkeypatch):
-    """PLAID (compiled extensions kept in pytest's cache, as in test_late_interaction)."""
-    cache = getattr(pytestconfig, "cache", None)
-    built = cache.mkdir("torch_extensions") if cache else tmp_path / "torch_extensions"
-    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(built))
+@pytest.mark.usefixtures("torch_extensions")
+def test_plaid_scores_candidates_as_its_search_does(tmp_path):
     rng = random.Random(0)
     items = [(f"p{i}", " ".join(rng.sample(WORDS, 8))) for i in range(300)]
     queries = {f"q{i}": " ".join(rng.sample(items[i][1].split(), 3)) for i in range(6)}
