@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,9 +36,29 @@ class Cache:
     def has(self, kind: str, key: str) -> bool:
         return (self.path(kind, key) / _COMPLETE).exists()
 
+    def touch(self, kind: str, key: str) -> None:
+        """Mark the entry as used now (the mtime of its marker), so that ``dapr cache prune
+        --older-than`` keeps what runs still read; nothing happens if the entry is gone."""
+        with contextlib.suppress(FileNotFoundError):
+            os.utime(self.path(kind, key) / _COMPLETE)
+
     @contextmanager
     def writing(self, kind: str, key: str) -> Iterator[Path]:
         """A fresh directory to fill; it becomes the entry only if the block finishes."""
         with atomic_directory(self.path(kind, key)) as scratch:
             yield scratch
             (scratch / _COMPLETE).touch()
+
+    @contextmanager
+    def lock(self, kind: str, key: str) -> Iterator[None]:
+        """Hold the entry's inter-process lock: a process that computes an entry under it, after
+        checking :meth:`has` under it, never duplicates the work of another run sharing the
+        cache. Released when the holder exits, also when it is killed."""
+        path = self.root / kind / f".{key}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)

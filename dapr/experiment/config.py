@@ -86,6 +86,8 @@ class Experiment:
     sweep: Sweep | None = None
     maxp: tuple[str, ...] = ()
     """Passage-level systems also evaluated as document runs by MaxP (the paper's Table 4)."""
+    resources: dict[str, float] = field(default_factory=dict)
+    """What each retrieval job asks Ray for: ``gpus_per_job``, ``cpus_per_job``."""
 
 
 _TOP = {
@@ -101,6 +103,7 @@ _TOP = {
     "categories": str,
     "sweep": dict,
     "maxp": (bool, list),
+    "resources": dict,
 }
 _KIND = {
     str: "a string",
@@ -138,6 +141,7 @@ _SWEEP = {
     "subset": (str, type(None)),
 }
 _RANGE = {"start": (int, float), "stop": (int, float), "step": (int, float)}
+_RESOURCES = {"gpus_per_job": (int, float), "cpus_per_job": (int, float)}
 CATEGORY_SOURCES = ("dataset", "title_mention")
 
 
@@ -217,6 +221,11 @@ def validate(raw: dict, path: Path) -> Experiment:
     split = raw.get("split", "test")
     sweep = _sweep(raw["sweep"], path, fusion, split) if "sweep" in raw else None
     maxp = _maxp(raw.get("maxp", False), path, retrievers, fusion)
+    resources = raw.get("resources", {})
+    _check_fields(resources, _RESOURCES, path, "resources")
+    for key, value in resources.items():
+        if value < 0:
+            raise ConfigError(f"{path}: resources.{key} must be a number >= 0, got {value}")
     return Experiment(
         name=raw.get("name", path.stem),
         dataset=raw["dataset"],
@@ -230,6 +239,7 @@ def validate(raw: dict, path: Path) -> Experiment:
         categories=categories,
         sweep=sweep,
         maxp=maxp,
+        resources=resources,
     )
 
 

@@ -22,7 +22,7 @@ from dapr.contextualizers.pipeline import (
     record_cost,
     recorded_cost,
 )
-from dapr.data import Dataset, Queries, Run, Split
+from dapr.data import Dataset, Document, Queries, Run, Split
 from dapr.evaluation import Evaluation
 from dapr.evaluation import evaluate as evaluate_run
 from dapr.experiment.cache import Cache, content_key
@@ -126,15 +126,17 @@ class Runner:
 
         def open_index():
             started = time.perf_counter()
-            if self.cache.has("indexes", index_key):
-                status = "cached"
-                self._recorded_cost(outcome, system, chain)
-            else:
-                items = self._items(outcome, spec.level, chain, system)
-                with self.cache.writing("indexes", index_key) as store:
-                    component.index(items, store)
-                status = "computed"
-            component.load(self.cache.path("indexes", index_key))
+            with self.cache.lock("indexes", index_key):
+                if self.cache.has("indexes", index_key):
+                    status = "cached"
+                    self.cache.touch("indexes", index_key)
+                    self._recorded_cost(outcome, system, chain)
+                else:
+                    items = self._items(outcome, spec.level, chain, system)
+                    with self.cache.writing("indexes", index_key) as store:
+                        component.index(items, store)
+                    status = "computed"
+                component.load(self.cache.path("indexes", index_key))
             outcome.steps.append(Step("index", system, status, time.perf_counter() - started))
             self._open[system] = lambda: component
             return component
@@ -193,14 +195,13 @@ class Runner:
             return
         if chain is None:
             pairs = ((d, [p.text for p in d.passages]) for d in documents)
-        else:
-            cost = outcome.costs[system] = Cost(chain.label)
+            yield from _candidates(pairs)
+            return
+        cost = outcome.costs[system] = Cost(chain.label)
+        # one run at a time fills a chain's stores; another waits, then reads what it stored
+        with self.cache.lock("contexts", content_key(chain.identity())):
             pairs = contextualize_corpus(documents, chain, self.cache.root, cost, self.workers)
-        for document, texts in pairs:
-            for passage, text in zip(document.passages, texts, strict=True):
-                if passage.is_candidate:
-                    yield passage.id, text
-        if chain is not None:
+            yield from _candidates(pairs)
             record_cost(self.cache.root, chain, dataset.corpus.fingerprint, cost)
 
     def _recorded_cost(self, outcome: Outcome, system: str, chain: Chain | None) -> None:
@@ -253,16 +254,27 @@ class Runner:
     def _stored_run(
         self, outcome: Outcome, kind: str, system: str, key: str, compute: Callable[[], Run]
     ) -> Run:
-        """The run cached under ``key``, else ``compute()``'s, stored there; logged as a step."""
-        if self.cache.has("runs", key):
-            outcome.steps.append(Step(kind, system, "cached", 0.0))
-            return Run.load(self.cache.path("runs", key) / "run.npz")
-        started = time.perf_counter()
-        run = compute()
-        with self.cache.writing("runs", key) as entry:
-            run.save(entry / "run.npz")
+        """The run cached under ``key``, else ``compute()``'s, stored there; logged as a step.
+        Computed under the entry's lock, so runs sharing the cache compute it once."""
+        with self.cache.lock("runs", key):
+            if self.cache.has("runs", key):
+                self.cache.touch("runs", key)
+                outcome.steps.append(Step(kind, system, "cached", 0.0))
+                return Run.load(self.cache.path("runs", key) / "run.npz")
+            started = time.perf_counter()
+            run = compute()
+            with self.cache.writing("runs", key) as entry:
+                run.save(entry / "run.npz")
         outcome.steps.append(Step(kind, system, "computed", time.perf_counter() - started))
         return run
+
+
+def _candidates(pairs: Iterator[tuple[Document, list[str]]]) -> Iterator[tuple[str, str]]:
+    """``(passage id, text)`` of the candidate passages of ``(document, texts)`` pairs."""
+    for document, texts in pairs:
+        for passage, text in zip(document.passages, texts, strict=True):
+            if passage.is_candidate:
+                yield passage.id, text
 
 
 def _identity(component: object, args: dict) -> object:

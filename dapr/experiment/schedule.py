@@ -1,0 +1,130 @@
+"""Run experiments as a graph of jobs: every retrieval system is a job (contextualize, index,
+search; or rerank after its first stage), jobs shared by several experiments run once, and
+independent jobs run in parallel as Ray tasks. Fusion, sweeps and evaluation then run in the
+driver from the cached runs.
+
+Without Ray the same jobs run one after another in this process. With Ray each job is a task
+that asks for ``resources.gpus_per_job`` GPUs and ``resources.cpus_per_job`` CPUs, writes into
+the shared cache (``$DAPR_HOME``: a shared file system on a cluster) and is retried when its
+worker dies. Jobs that compute the same cache entry wait on that entry's lock, so nothing is
+computed twice even across concurrent runs.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from dapr.experiment.cache import Cache, content_key
+from dapr.experiment.config import Experiment
+
+RETRIES = 3
+"""How often a job whose worker died is started again."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One retrieval system of one experiment, reduced to what computing its run needs."""
+
+    experiment: Experiment
+    system: str
+    key: str
+    after: str | None = None
+    """The key of the job whose run this one re-ranks."""
+
+
+@dataclass(frozen=True)
+class Done:
+    """Where and when a job ran."""
+
+    key: str
+    system: str
+    host: str
+    pid: int
+    started: float
+    finished: float
+    computed: tuple[str, ...]
+    """The steps it computed (``kind system``); the rest it found cached."""
+
+
+def plan(experiments: Sequence[Experiment]) -> list[Job]:
+    """The retrieval jobs of all experiments, each once, first stages before their rerankers.
+
+    Two systems are the same job when everything that determines their run is the same: the
+    dataset (and its arguments), the split, the depth, and the system's settings together with
+    those of its first stage.
+    """
+    jobs: dict[str, Job] = {}
+    for exp in experiments:
+        keys: dict[str, str] = {}
+        for system, spec in exp.retrievers.items():
+            after = keys.get(spec.first_stage) if spec.first_stage else None
+            keys[system] = content_key(
+                exp.dataset, exp.dataset_args, exp.split, exp.depth, asdict(spec), after
+            )
+            if keys[system] not in jobs:
+                jobs[keys[system]] = Job(_only(exp, system), system, keys[system], after)
+    return sorted(jobs.values(), key=lambda job: job.after is not None)
+
+
+def _only(exp: Experiment, system: str) -> Experiment:
+    """``exp`` reduced to ``system`` and the first stage it re-ranks, if any."""
+    spec = exp.retrievers[system]
+    needed = {system} | ({spec.first_stage} if spec.first_stage else set())
+    retrievers = {name: s for name, s in exp.retrievers.items() if name in needed}
+    return replace(exp, retrievers=retrievers, fusion={}, sweep=None, maxp=())
+
+
+def run_job(job: Job, cache_root: str, *_after: Done) -> Done:
+    """Compute (or find cached) the run of ``job`` in the cache at ``cache_root`` (``_after``:
+    the jobs it waited for)."""
+    from dapr.experiment.runner import Runner
+
+    started = time.time()
+    outcome = Runner(job.experiment, Cache(Path(cache_root))).run(evaluate=())
+    computed = tuple(f"{s.kind} {s.system}" for s in outcome.steps if s.status == "computed")
+    return Done(
+        job.key, job.system, socket.gethostname(), os.getpid(), started, time.time(), computed
+    )
+
+
+def run_jobs(
+    jobs: Sequence[Job],
+    cache: Cache,
+    ray_address: str | None = None,
+    use_ray: bool = False,
+    job: Callable[..., Done] = run_job,
+) -> list[Done]:
+    """Run every job: in this process, or as Ray tasks when ``use_ray`` or ``ray_address``
+    (``auto`` or ``ray://host:port`` joins a cluster; none starts Ray sized to this machine)."""
+    if not (use_ray or ray_address):
+        return [job(j, str(cache.root)) for j in jobs]
+    import ray
+
+    if not ray.is_initialized():
+        _start_ray(ray_address)
+    remote = ray.remote(max_retries=RETRIES)(job)
+    refs: dict[str, object] = {}
+    for j in jobs:
+        resources = j.experiment.resources
+        task = remote.options(
+            num_cpus=resources.get("cpus_per_job", 1), num_gpus=resources.get("gpus_per_job", 0)
+        )
+        # a reranker's task waits for its first stage: Ray resolves the reference first
+        wait_for = [refs[j.after]] if j.after in refs else []
+        refs[j.key] = task.remote(j, str(cache.root), *wait_for)
+    return ray.get(list(refs.values()))
+
+
+def _start_ray(address: str | None) -> None:
+    import ray
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    if address:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    else:
+        ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
