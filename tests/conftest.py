@@ -88,3 +88,24 @@ def torch_extensions(pytestconfig: pytest.Config, tmp_path: Path, monkeypatch) -
     built = cache.mkdir("torch_extensions") if cache else tmp_path / "torch_extensions"
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(built))
     return built
+
+
+@pytest.fixture(scope="session")
+def wiki_splits(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 40 shortest articles of wiki-sample with the dev and test queries judged in them."""
+    from dapr.data import Corpus, Dataset, Split
+    from dapr.io import write_dataset
+    from data_loaders.wiki_sample import adapter
+
+    wiki = adapter.load()
+    documents = sorted(wiki.corpus, key=lambda d: len(d.passages))[:40]
+    inside = {p.id for d in documents for p in d.passages}
+    splits = {}
+    for name in ("dev", "test"):
+        split = wiki.split(name)
+        kept = [q for q, judged in split.qrels.items() if judged.keys() <= inside]
+        splits[name] = Split({q: split.queries[q] for q in kept}, {q: split.qrels[q] for q in kept})
+        assert len(kept) >= 10
+    path = tmp_path_factory.mktemp("data") / "wiki-splits"
+    write_dataset(Dataset("wiki-splits", Corpus(documents), splits), path)
+    return path

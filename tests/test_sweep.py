@@ -38,27 +38,6 @@ sweep:
 
 
 @pytest.fixture(scope="module")
-def wiki_splits(tmp_path_factory) -> Path:
-    """The 40 shortest articles of wiki-sample with the dev and test queries judged in them."""
-    from dapr.data import Corpus, Dataset, Split
-    from dapr.io import write_dataset
-    from data_loaders.wiki_sample import adapter
-
-    wiki = adapter.load()
-    documents = sorted(wiki.corpus, key=lambda d: len(d.passages))[:40]
-    inside = {p.id for d in documents for p in d.passages}
-    splits = {}
-    for name in ("dev", "test"):
-        split = wiki.split(name)
-        kept = [q for q, judged in split.qrels.items() if judged.keys() <= inside]
-        splits[name] = Split({q: split.queries[q] for q in kept}, {q: split.qrels[q] for q in kept})
-        assert len(kept) >= 10
-    path = tmp_path_factory.mktemp("data") / "wiki-splits"
-    write_dataset(Dataset("wiki-splits", Corpus(documents), splits), path)
-    return path
-
-
-@pytest.fixture(scope="module")
 def swept(wiki_splits, tmp_path_factory) -> tuple[Path, dict]:
     """Run the sweep once, counting BM25 searches."""
     root = tmp_path_factory.mktemp("sweep")

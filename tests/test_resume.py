@@ -1,0 +1,135 @@
+"""A run killed with SIGKILL at several moments resumes to byte-identical outputs without
+recomputing what it had finished; two runs of one experiment write identical run files."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+DOCUMENTS = 40  # in the wiki_splits fixture
+EXPERIMENT = """
+name: resume
+dataset: {dataset}
+retrievers:
+  bm25-doc: {{name: slow-bm25, level: document}}
+  titled: {{name: slow-bm25, contextualizer: slow-title}}
+  plain: {{name: bm25}}
+fusion:
+  fused: {{name: convex, document: bm25-doc, passage: titled, args: {{alpha: 0.2}}}}
+"""
+
+
+def _start(experiment: Path, out: Path, home: Path) -> subprocess.Popen:
+    env = {**os.environ, "DAPR_HOME": str(home), "PYTHONPATH": str(HERE)}
+    command = [sys.executable, str(HERE / "slow_components.py"), "run", str(experiment)]
+    return subprocess.Popen(
+        [*command, "--out", str(out)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _finish(experiment: Path, out: Path, home: Path) -> str:
+    process = _start(experiment, out, home)
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stderr
+    return stdout
+
+
+def _complete(home: Path) -> dict[str, int]:
+    """Every complete cache entry and the inode of its directory, which a rewrite replaces (a
+    read only touches its marker)."""
+    return {
+        str(marker.parent.relative_to(home)): marker.parent.stat().st_ino
+        for marker in (home / "cache").glob("*/*/COMPLETE")
+    }
+
+
+def _stored_documents(home: Path) -> int:
+    """Documents the contextualization stores hold."""
+    total = 0
+    for store in (home / "cache" / "contexts").glob("*.sqlite"):
+        if store.name != "costs.sqlite":
+            # a store just created may not have its table yet
+            with sqlite3.connect(store) as db, contextlib.suppress(sqlite3.OperationalError):
+                total += db.execute("SELECT count(*) FROM documents").fetchone()[0]
+    return total
+
+
+def _outputs(out: Path) -> dict[str, bytes]:
+    files = {p.relative_to(out).as_posix(): p.read_bytes() for p in (out / "runs").iterdir()}
+    files["summary.csv"] = (out / "summary.csv").read_bytes()
+    metrics = json.loads((out / "metrics.json").read_text())
+    metrics.pop("contextualization", None)
+    files["metrics"] = json.dumps(metrics, sort_keys=True).encode()
+    return files
+
+
+@pytest.fixture(scope="module")
+def setup(wiki_splits, tmp_path_factory):
+    dataset = wiki_splits
+    root = tmp_path_factory.mktemp("resume")
+    experiment = root / "resume.yaml"
+    experiment.write_text(EXPERIMENT.format(dataset=dataset))
+    _finish(experiment, root / "reference", root / "reference-home")
+    return root, experiment
+
+
+MOMENTS: dict[str, Callable[[Path], bool]] = {
+    # writing the first index: its temporary directory exists, nothing is complete yet
+    "mid-index": lambda home: any((home / "cache" / "indexes").glob(".*.tmp")),
+    # contextualizing the 40 documents: the first chunk of 16 is stored, the rest is not
+    "mid-contextualize": lambda home: _stored_documents(home) >= 16,
+    # the contextualized passages are being indexed
+    "mid-second-index": lambda home: _stored_documents(home) == DOCUMENTS,
+    # after the first search: a run is stored
+    "after-a-search": lambda home: len(list((home / "cache").glob("runs/*/COMPLETE"))) >= 1,
+}
+
+
+@pytest.mark.parametrize("moment", list(MOMENTS))
+def test_killed_run_resumes_to_identical_outputs(setup, tmp_path, moment):
+    root, experiment = setup
+    home = tmp_path / "home"
+    process = _start(experiment, tmp_path / "out", home)
+    deadline = time.monotonic() + 120
+    while not MOMENTS[moment](home):
+        assert process.poll() is None, f"the run ended before {moment}"
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    finished = _complete(home)
+    stored = _stored_documents(home)
+
+    log = _finish(experiment, tmp_path / "out", home)
+    assert _outputs(tmp_path / "out") == _outputs(root / "reference")
+    after = _complete(home)
+    # what was complete at the kill was neither rewritten nor computed again
+    assert all(after[entry] == written for entry, written in finished.items())
+    # each step computed now wrote one new entry (an index, or a run: searched or fused)
+    computed = [line for line in log.splitlines() if line.split()[2:3] == ["computed"]]
+    assert len(computed) == len(set(after) - set(finished))
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert metrics["contextualization"]["titled"]["computed"] == DOCUMENTS - stored
+
+
+def test_two_runs_write_byte_identical_run_files(setup, tmp_path):
+    root, experiment = setup
+    _finish(experiment, tmp_path / "again", tmp_path / "home")
+    reference = root / "reference" / "runs"
+    for run in reference.iterdir():
+        assert (tmp_path / "again" / "runs" / run.name).read_bytes() == run.read_bytes()
