@@ -1,0 +1,307 @@
+"""What the cache holds, and pruning it safely while other runs use it (``dapr cache ls|prune``).
+
+The cache root holds one directory per kind. In it, an entry is a directory ``key/`` (complete
+once it holds ``COMPLETE``, whose mtime is its last use: see :meth:`Cache.touch`) or a file: a
+contextualization store ``key.sqlite`` (kind ``contexts``, with its ``-wal``/``-shm``) or a lookup
+table ``key.db``. Hidden names are locks (``.key.lock``) and the temporaries of atomic writes
+(``.key.<pid>.<hex>.tmp``, ``.<file>.<pid>.tmp``), which a killed writer leaves behind.
+
+Temporaries are stale when no process of this host has their pid: writers on other hosts that
+share the cache must hold the entry's lock while they write, which prune takes too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import shutil
+import sqlite3
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from dapr.experiment.cache import _COMPLETE, Cache
+
+STORES = (".sqlite", ".db")
+"""Suffixes of SQLite entries; removed only while no connection has them open."""
+_COMPANIONS = ("-wal", "-shm", "-journal")
+KEPT = {("contexts", "costs")}
+"""Entries prune never removes: the record of what contextualizing each corpus cost."""
+_TEMPORARY = re.compile(
+    r"^\.(?P<key>.+?)\.(?P<pid>\d+)(?:\.[0-9a-f]{8})?\.tmp(?:\.old|-journal|-wal|-shm)?$"
+)
+BUSY_SECONDS = 1.0
+"""How long prune waits for a SQLite store's lock before leaving it (it is in use)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of the cache (or a stale temporary, ``temporary=True``)."""
+
+    kind: str
+    key: str
+    path: Path
+    bytes: int
+    """Apparent size of every file in it."""
+    used: float
+    """When it was last used (written, or read by a run that touched it), seconds since epoch."""
+    complete: bool
+    temporary: bool = False
+
+    @property
+    def state(self) -> str:
+        return "temporary" if self.temporary else "complete" if self.complete else "incomplete"
+
+
+def entries(cache: Cache) -> list[Entry]:
+    """Every entry of the cache, complete or not, sorted by kind and then last use."""
+    found = []
+    for folder in _kinds(cache):
+        groups: dict[str, list[Path]] = {}
+        for child in folder.iterdir():
+            if child.name.startswith("."):
+                continue
+            if child.is_dir() and not child.is_symlink():
+                found.append(_directory_entry(folder.name, child))
+            else:
+                groups.setdefault(_base(child.name), []).append(child)
+        for base, files in groups.items():
+            entry = _file_entry(folder.name, folder / base, files)
+            if entry is not None:
+                found.append(entry)
+    return sorted(found, key=lambda e: (e.kind, e.used, e.key))
+
+
+def stale_temporaries(cache: Cache) -> list[Path]:
+    """Leftovers of atomic writes whose writer process is gone (never one of a live process)."""
+    return [path for path, _, pid in _temporaries(cache) if not _alive(pid)]
+
+
+def prune(
+    cache: Cache,
+    older_than: timedelta | None = None,
+    kinds: Sequence[str] | None = None,
+    keep: set[str] | None = None,
+    dry_run: bool = False,
+) -> list[Entry]:
+    """Remove the complete entries of ``kinds`` (default: all) not used for ``older_than``
+    (default: any), except the keys in ``keep``, and always stale temporaries and incomplete
+    entries; return what was removed (with ``dry_run``: what would be, removing nothing).
+
+    Each entry is removed under its lock (:meth:`Cache.lock`), after checking again that it is
+    still to go, so a run holding that lock never loses an entry it writes or reads; a SQLite
+    store that a process has open is left in place."""
+    now = time.time()
+    limit = older_than.total_seconds() if older_than is not None else None
+
+    def chosen(entry: Entry) -> bool:
+        if not entry.complete:
+            return True
+        if entry.key in (keep or ()) or (entry.kind, entry.key) in KEPT:
+            return False
+        if kinds is not None and entry.kind not in kinds:
+            return False
+        return limit is None or now - entry.used >= limit
+
+    removed = []
+    for path, key, pid in _temporaries(cache):
+        if _alive(pid):
+            continue
+        entry = Entry(path.parent.name, path.name, path, _size(path), _mtime(path), False, True)
+        if dry_run:
+            removed.append(entry)
+            continue
+        with cache.lock(entry.kind, key):
+            if _exists(path):
+                _remove(path)
+                removed.append(entry)
+    for entry in entries(cache):
+        if not chosen(entry):
+            continue
+        if dry_run:
+            removed.append(entry)
+        elif entry.path.suffix in STORES and entry.path.is_file():
+            if _remove_store(entry.path):
+                removed.append(entry)
+        else:
+            with cache.lock(entry.kind, entry.key):
+                again = _again(entry)
+                if again is not None and chosen(again):
+                    _remove(again.path)
+                    removed.append(again)
+    return removed
+
+
+def summary(entries: Sequence[Entry]) -> str:
+    """A markdown table: per kind, its entries (how many incomplete), size and last use."""
+    lines = [
+        "| kind | entries | incomplete | size | last used |",
+        "|---|---:|---:|---:|---|",
+    ]
+    kinds: dict[str, list[Entry]] = {}
+    for entry in entries:
+        kinds.setdefault(entry.kind, []).append(entry)
+    for kind, group in [*sorted(kinds.items()), ("total", list(entries))]:
+        used = max((e.used for e in group), default=None)
+        when = datetime.fromtimestamp(used).strftime("%Y-%m-%d %H:%M") if used else "-"
+        incomplete = sum(not e.complete for e in group)
+        size = human_size(sum(e.bytes for e in group))
+        lines.append(f"| {kind} | {len(group)} | {incomplete} | {size} | {when} |")
+    return "\n".join(lines) + "\n"
+
+
+def human_size(n: int) -> str:
+    """``n`` bytes in binary units: ``512 B``, ``1.5 KiB``, ``2.0 GiB``."""
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        value /= 1024
+        if value < 1024 or unit == "PiB":
+            break
+    return f"{value:.1f} {unit}"
+
+
+def _kinds(cache: Cache) -> list[Path]:
+    if not cache.root.is_dir():
+        return []
+    return sorted(p for p in cache.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def _temporaries(cache: Cache) -> list[tuple[Path, str, int]]:
+    """``(path, key, writer pid)`` of every temporary of an atomic write."""
+    found = []
+    for folder in _kinds(cache):
+        for child in folder.iterdir():
+            match = _TEMPORARY.match(child.name)
+            if match:
+                found.append((child, match["key"], int(match["pid"])))
+    return sorted(found)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process of this host has ``pid``."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, but belongs to someone else
+        return True
+    return True
+
+
+def _base(name: str) -> str:
+    """A store's file name without its SQLite companion suffix."""
+    for suffix in _COMPANIONS:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def _directory_entry(kind: str, path: Path) -> Entry:
+    marker = path / _COMPLETE
+    complete = marker.is_file()
+    used = _mtime(marker) if complete else _newest(path)
+    return Entry(kind, path.name, path, _size(path), used, complete)
+
+
+def _file_entry(kind: str, main: Path, files: list[Path]) -> Entry | None:
+    """The entry of a file and its companions; None if they vanished meanwhile."""
+    stats = []
+    for file in files:
+        with contextlib.suppress(FileNotFoundError):
+            stats.append(file.lstat())
+    if not stats:
+        return None
+    key = main.stem if main.suffix in STORES else main.name
+    used = max(s.st_mtime for s in stats)
+    return Entry(kind, key, main, sum(s.st_size for s in stats), used, True)
+
+
+def _again(entry: Entry) -> Entry | None:
+    """``entry`` as it is on disk now; None when it is gone."""
+    if entry.path.is_dir():
+        return _directory_entry(entry.kind, entry.path)
+    folder = entry.path.parent
+    files = [folder / (entry.path.name + s) for s in ("", *_COMPANIONS)]
+    return _file_entry(entry.kind, entry.path, files)
+
+
+def _remove(path: Path) -> None:
+    """Delete a file (and its SQLite companions) or a directory. A directory is first renamed to
+    a temporary name of this process, so one half deleted is never taken for an entry."""
+    if path.is_dir() and not path.is_symlink():
+        doomed = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        os.rename(path, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return
+    for suffix in ("", *_COMPANIONS):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path.with_name(path.name + suffix))
+
+
+def _remove_store(path: Path) -> bool:
+    """Delete a SQLite file while holding its exclusive lock, which no one gets while another
+    connection has it open; False (nothing removed) when it is in use."""
+    try:
+        db = sqlite3.connect(
+            path.resolve().as_uri() + "?mode=rw",
+            uri=True,
+            timeout=BUSY_SECONDS,
+            isolation_level=None,
+        )
+    except sqlite3.Error:
+        return False  # gone meanwhile, or unreadable: leave it
+    try:
+        db.execute("PRAGMA locking_mode=EXCLUSIVE")
+        db.execute("BEGIN EXCLUSIVE")
+    except sqlite3.Error as error:
+        if getattr(error, "sqlite_errorname", "") != "SQLITE_NOTADB":
+            db.close()
+            return False  # busy: a run has it open
+    try:
+        _remove(path)
+    finally:
+        db.close()
+    return True
+
+
+def _exists(path: Path) -> bool:
+    return os.path.lexists(path)
+
+
+def _size(path: Path) -> int:
+    """Apparent size of a file, or of every file under a directory (links not followed)."""
+    try:
+        if not path.is_dir() or path.is_symlink():
+            return path.lstat().st_size
+    except FileNotFoundError:
+        return 0
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(FileNotFoundError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.lstat().st_mtime
+    except FileNotFoundError:
+        return 0.0
+
+
+def _newest(path: Path) -> float:
+    """The latest mtime of a directory and anything in it."""
+    newest = _mtime(path)
+    for folder, dirs, files in os.walk(path):
+        for name in dirs + files:
+            newest = max(newest, _mtime(Path(folder, name)))
+    return newest

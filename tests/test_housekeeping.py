@@ -1,0 +1,190 @@
+"""`dapr cache ls|prune`: entries, sizes, stale temporaries, selection, locks, open stores."""
+
+import multiprocessing
+import os
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from dapr.contextualizers.pipeline import ContextStore, Done
+from dapr.experiment.cache import Cache
+from dapr.experiment.housekeeping import (
+    entries,
+    human_size,
+    prune,
+    stale_temporaries,
+    summary,
+)
+
+DAY = 86400.0
+
+
+def _entry(cache: Cache, kind: str, key: str, size: int, age_days: float) -> Path:
+    with cache.writing(kind, key) as scratch:
+        (scratch / "data.bin").write_bytes(b"x" * size)
+    marker = cache.path(kind, key) / "COMPLETE"
+    then = time.time() - age_days * DAY
+    os.utime(marker, (then, then))
+    return cache.path(kind, key)
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Cache:
+    """runs: old (10 days, 1000 B), recent (1 day, 300 B), half (incomplete, 50 B);
+    indexes: ancient (30 days, 2000 B); contexts: a store (20 days) and the cost log;
+    temporaries: one of a dead writer (in runs), one of this live process (in indexes)."""
+    cache = Cache(tmp_path / "cache")
+    _entry(cache, "runs", "old", 1000, 10)
+    _entry(cache, "runs", "recent", 300, 1)
+    _entry(cache, "indexes", "ancient", 2000, 30)
+    half = cache.path("runs", "half")
+    half.mkdir()
+    (half / "part.bin").write_bytes(b"y" * 50)
+    store = ContextStore(cache.root / "contexts" / "abc.sqlite")
+    store.put({"doc": Done(["a passage"], 2, 0.1)})
+    store.close()
+    then = time.time() - 20 * DAY
+    os.utime(store.path, (then, then))
+    (cache.root / "contexts" / "costs.sqlite").write_bytes(b"")
+    dead = cache.root / "runs" / f".gone.{_dead_pid()}.0123abcd.tmp"
+    dead.mkdir()
+    (dead / "x").write_bytes(b"z" * 70)
+    (cache.root / "indexes" / f".busy.{os.getpid()}.89abcdef.tmp").mkdir()
+    with cache.lock("runs", "old"):  # lock files are not entries
+        pass
+    return cache
+
+
+def test_entries_list_kinds_sizes_and_states(cache):
+    listed = entries(cache)
+    found = {(e.kind, e.key): e for e in listed}
+    assert set(found) == {
+        ("contexts", "abc"),
+        ("contexts", "costs"),
+        ("indexes", "ancient"),
+        ("runs", "half"),
+        ("runs", "old"),
+        ("runs", "recent"),
+    }
+    assert found["runs", "old"].bytes == 1000 and found["runs", "recent"].bytes == 300
+    assert found["indexes", "ancient"].bytes == 2000 and found["runs", "half"].bytes == 50
+    store = cache.root / "contexts" / "abc.sqlite"
+    on_disk = sum(p.stat().st_size for p in store.parent.glob("abc.sqlite*"))
+    assert found["contexts", "abc"].bytes == on_disk > 0
+    assert [e.state for e in listed if not e.complete] == ["incomplete"]
+    assert found["runs", "old"].used == pytest.approx(time.time() - 10 * DAY, abs=5)
+    # sorted by kind, then by time of last use
+    assert [(e.kind, e.key) for e in listed if e.kind == "runs"] == [
+        ("runs", "old"),
+        ("runs", "recent"),
+        ("runs", "half"),
+    ]
+    assert [e.kind for e in listed] == sorted(e.kind for e in listed)
+
+
+def test_summary_totals_per_kind(cache):
+    table = summary(entries(cache))
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in table.splitlines()}
+    assert rows["runs"][1:4] == ["3", "1", "1.3 KiB"]  # 1350 B
+    assert rows["indexes"][1:4] == ["1", "0", "2.0 KiB"]
+    assert rows["total"][1] == "6"
+    assert (human_size(0), human_size(1023), human_size(1536)) == ("0 B", "1023 B", "1.5 KiB")
+    assert human_size(5 * 1024**3) == "5.0 GiB"
+
+
+def test_stale_temporaries_spare_live_writers(cache):
+    stale = stale_temporaries(cache)
+    assert [p.name.split(".")[1] for p in stale] == ["gone"]
+    assert all(str(os.getpid()) not in p.name for p in stale)
+
+
+def test_dry_run_removes_nothing(cache):
+    before = sorted(p for p in cache.root.rglob("*"))
+    chosen = prune(cache, older_than=timedelta(days=5), dry_run=True)
+    assert sorted((e.kind, e.key) for e in chosen if not e.temporary) == [
+        ("contexts", "abc"),
+        ("indexes", "ancient"),
+        ("runs", "half"),
+        ("runs", "old"),
+    ]
+    assert [e.path for e in chosen if e.temporary] == stale_temporaries(cache)
+    assert sorted(p for p in cache.root.rglob("*")) == before
+
+
+def test_prune_by_age_kind_and_keep(cache):
+    removed = prune(cache, older_than=timedelta(days=5), kinds=["runs"], keep={"nothing"})
+    assert sorted(e.key for e in removed if not e.temporary) == ["half", "old"]
+    assert [e.path.name.split(".")[1] for e in removed if e.temporary] == ["gone"]
+    left = {(e.kind, e.key) for e in entries(cache)}
+    assert left == {
+        ("contexts", "abc"),
+        ("contexts", "costs"),
+        ("indexes", "ancient"),
+        ("runs", "recent"),
+    }
+    assert stale_temporaries(cache) == []
+    assert (cache.root / "indexes" / f".busy.{os.getpid()}.89abcdef.tmp").is_dir()
+    assert not cache.has("runs", "old") and cache.has("runs", "recent")
+
+    removed = prune(cache, keep={"recent"})
+    assert sorted(e.key for e in removed) == ["abc", "ancient"]
+    assert {(e.kind, e.key) for e in entries(cache)} == {("contexts", "costs"), ("runs", "recent")}
+    assert list((cache.root / "contexts").glob("abc.sqlite*")) == []
+    assert [e.key for e in prune(cache)] == ["recent"]  # the cost log stays
+    assert [e.key for e in entries(cache)] == ["costs"]
+
+
+def test_touch_keeps_an_entry_in_use(cache):
+    cache.touch("runs", "old")
+    cache.touch("runs", "missing")  # nothing there: no error, nothing created
+    assert not cache.path("runs", "missing").exists()
+    removed = prune(cache, older_than=timedelta(days=5), kinds=["runs"])
+    assert "old" not in {e.key for e in removed} and cache.has("runs", "old")
+
+
+def test_an_open_store_is_left_until_closed(cache):
+    store = ContextStore(cache.root / "contexts" / "abc.sqlite")
+    try:
+        assert "abc" not in {e.key for e in prune(cache, kinds=["contexts"])}
+        assert store.get(["doc"])["doc"].texts == ["a passage"]
+    finally:
+        store.close()
+    assert "abc" in {e.key for e in prune(cache, kinds=["contexts"])}
+
+
+def _prune(root: str) -> None:
+    prune(Cache(Path(root)), older_than=timedelta(days=5))
+
+
+def test_prune_waits_for_the_lock_of_an_entry_in_use_and_checks_it_again(cache):
+    """A run reads runs/old under its lock (and touches it) while prune wants it gone."""
+    spawn = multiprocessing.get_context("spawn")
+    with cache.lock("runs", "old"):
+        pruner = spawn.Process(target=_prune, args=(str(cache.root),))
+        pruner.start()
+        deadline = time.monotonic() + 30
+        while cache.path("indexes", "ancient").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # prune goes kind by kind: indexes before runs
+        assert not cache.path("indexes", "ancient").exists(), "prune did not start"
+        pruner.join(timeout=1)
+        assert pruner.is_alive(), "prune did not wait for the entry's lock"
+        assert cache.has("runs", "old")
+        cache.touch("runs", "old")
+    pruner.join(timeout=30)
+    assert pruner.exitcode == 0
+    assert cache.has("runs", "old"), "prune removed an entry used while it waited"
+    assert {(e.kind, e.key) for e in entries(cache)} == {
+        ("contexts", "costs"),
+        ("runs", "old"),
+        ("runs", "recent"),
+    }
