@@ -79,6 +79,14 @@ class Corpus:
             for passage in document.passages:
                 passage_ids.append(passage.id)
                 doc_of.append(d)
+        for kind, ids in (("passage", passage_ids), ("document", doc_ids)):
+            if len(set(ids)) != len(ids):
+                seen: set[str] = set()
+                repeated = next(i for i in ids if i in seen or seen.add(i))
+                raise DaprError(
+                    f"{kind} id {repeated!r} is used twice in the corpus; give every {kind} a "
+                    "unique id"
+                )
         return CorpusIds(
             passage_ids=np.array(passage_ids, dtype=object),
             doc_ids=np.array(doc_ids, dtype=object),

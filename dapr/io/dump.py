@@ -13,8 +13,17 @@ from typing import Any
 
 from dapr.data import SPLITS, Corpus, Dataset, Document, Passage, Qrels, Queries, Split
 from dapr.errors import DataError
+from dapr.io.checks import PassageTally
 from dapr.io.files import dir_name
-from dapr.io.rows import add_query, check_type, jsonl_rows, judge, required_field, show
+from dapr.io.rows import (
+    add_query,
+    check_type,
+    jsonl_rows,
+    judge,
+    query_text,
+    required_field,
+    show,
+)
 
 _DUMP_CORPUS_NEEDS = "every corpus row needs id, title and chunks [{id, text}]"
 _DUMP_SPLIT_NEEDS = (
@@ -39,26 +48,69 @@ def read_dump(path: Path, name: str | None = None) -> Dataset:
         )
     extra: dict[str, Document] = {}
     splits = {s: _read_dump_split(f, extra) for s, f in split_files.items()}
-    corpus = Corpus(partial(_dump_documents, corpus_file, extra))
+    judged = {item for split in splits.values() for items in split.qrels.values() for item in items}
+    corpus = Corpus(
+        partial(_dump_documents, corpus_file, extra, judged, list(split_files.values()))
+    )
     return Dataset(name or dir_name(path), corpus, splits, root=path)
 
 
-def _dump_documents(corpus_file: Path, extra: dict[str, Document]) -> Iterator[Document]:
-    """Documents of ``corpus.jsonl``, then the ``extra`` ones it does not contain."""
+def _dump_documents(
+    corpus_file: Path,
+    extra: dict[str, Document],
+    judged: set[str] = frozenset(),
+    split_files: list[Path] = (),
+) -> Iterator[Document]:
+    """Documents of ``corpus.jsonl``, then the ``extra`` ones it does not contain.
+
+    A complete pass also checks that chunk ids are unique and that every judged chunk is in
+    the corpus.
+    """
     seen: set[str] = set()
-    rows = jsonl_rows(corpus_file) if corpus_file.is_file() else iter(())
-    for n, row in rows:
-        document = _dump_document(row, f"{corpus_file}:{n}", _DUMP_CORPUS_NEEDS)
+    tally = PassageTally(judged)
+    for n, document in _corpus_rows(corpus_file):
         if document.id in seen:
             raise DataError(
                 f"{corpus_file}:{n}: field 'id' {document.id!r} repeats an earlier document; "
                 "give every document a unique id"
             )
         seen.add(document.id)
+        for passage in document.passages:
+            tally.add(passage.id)
         yield document
     for document in extra.values():
         if document.id not in seen:
+            for passage in document.passages:
+                tally.add(passage.id)
             yield document
+    tally.check(partial(_chunk_ids, corpus_file, extra, seen), partial(_judged_chunks, split_files))
+
+
+def _corpus_rows(corpus_file: Path) -> Iterator[tuple[int, Document]]:
+    rows = jsonl_rows(corpus_file) if corpus_file.is_file() else iter(())
+    for n, row in rows:
+        yield n, _dump_document(row, f"{corpus_file}:{n}", _DUMP_CORPUS_NEEDS)
+
+
+def _chunk_ids(
+    corpus_file: Path, extra: dict[str, Document], in_corpus: set[str]
+) -> Iterator[tuple[str, str]]:
+    """``(where, chunk id)`` of every chunk, read again."""
+    for n, document in _corpus_rows(corpus_file):
+        for i, passage in enumerate(document.passages):
+            yield f"{corpus_file}:{n}: chunks[{i}]", passage.id
+    for document in extra.values():
+        if document.id not in in_corpus:
+            for i, passage in enumerate(document.passages):
+                yield f"belonging_doc {document.id!r} (in a split file): chunks[{i}]", passage.id
+
+
+def _judged_chunks(split_files: list[Path]) -> Iterator[tuple[str, str]]:
+    """``(where, chunk id)`` of every judged chunk of the split files, read again."""
+    for path in split_files:
+        for n, row in jsonl_rows(path):
+            for i, judged in enumerate(row["judged_chunks"]):
+                yield f"{path}:{n}: judged_chunks[{i}]", judged["chunk"]["id"]
 
 
 def _dump_document(obj: dict[str, Any], at: str, needs: str, prefix: str = "") -> Document:
@@ -104,9 +156,8 @@ def _read_dump_split(path: Path, extra: dict[str, Document]) -> Split:
         at = f"{path}:{n}"
         query = required_field(row, "query", dict, at, needs)
         qid = required_field(query, "id", str, at, needs, "query.")
-        add_query(
-            queries, qid, required_field(query, "text", str, at, needs, "query."), at, "query.text"
-        )
+        text = query_text(query, "text", qid, at, needs, "query.")
+        add_query(queries, qid, text, at, "query.text")
         for i, judged in enumerate(required_field(row, "judged_chunks", list, at, needs)):
             prefix = f"judged_chunks[{i}]."
             check_type(judged, dict, at, prefix[:-1], needs)

@@ -56,6 +56,19 @@ def atomic_directory(out: Path) -> Iterator[Path]:
         raise
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this host has ``pid`` (the writer of a temporary sibling)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, but belongs to someone else
+        return True
+    return True
+
+
 def _temp_sibling(path: Path) -> Path:
     """An unused hidden name next to ``path``."""
     return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")

@@ -14,6 +14,7 @@ Corpus rows are passages; the rows of a document are contiguous and ``paragraph_
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ import pyarrow as pa
 
 from dapr.data import SPLITS, Corpus, Dataset, Document, Passage, Qrels, Queries, Split
 from dapr.errors import DataError
+from dapr.io.checks import PassageTally
 from dapr.io.files import atomic_directory, dir_name, write_bytes_atomic
 from dapr.io.rows import (
     add_query,
@@ -34,6 +36,8 @@ from dapr.io.rows import (
     judge,
     optional_field,
     parquet_columns,
+    parquet_row_count,
+    query_text,
     required_field,
     row_location,
     table_rows,
@@ -78,13 +82,18 @@ def read_hub(path: Path, ext: str, name: str | None = None) -> Dataset:
     if ext == "parquet":
         for corpus_file in corpus_files:
             _check_parquet_columns(corpus_file)
-    splits = {}
+    _check_not_empty(corpus_files)
+    splits, qrels_files = {}, []
     for split in _hub_split_names(path, ext):
+        queries_file = path / "queries" / f"{split}.{ext}"
         qrels_file = path / "qrels" / f"{split}.{ext}"
-        queries = _read_hub_queries(path / "queries" / f"{split}.{ext}")
-        qrels = _read_hub_qrels(qrels_file) if qrels_file.is_file() else {}
+        queries = _read_hub_queries(queries_file)
+        qrels = _read_hub_qrels(qrels_file, queries, queries_file) if qrels_file.is_file() else {}
         splits[split] = Split(queries, qrels)
-    corpus = Corpus(partial(_hub_documents, corpus_files))
+        if qrels_file.is_file():
+            qrels_files.append(qrels_file)
+    judged = {item for split in splits.values() for items in split.qrels.values() for item in items}
+    corpus = Corpus(partial(_hub_documents, corpus_files, judged, qrels_files))
     labels_file = path / f"labels.{ext}"
     labels = _read_labels(labels_file) if labels_file.is_file() else {}
     level, notes, language = _read_meta(path / META_FILE)
@@ -137,6 +146,20 @@ def _check_parquet_columns(path: Path) -> None:
             raise DataError(f"{path}: missing column {column!r}; {CORPUS_NEEDS}")
 
 
+def _check_not_empty(corpus_files: list[Path]) -> None:
+    """A corpus of no rows is an error (checked from parquet metadata or a first line)."""
+    for file in corpus_files:
+        if file.suffix == ".parquet":
+            if parquet_row_count(file):
+                return
+        else:
+            with contextlib.closing(table_rows(file)) as rows:
+                if next(rows, None) is not None:
+                    return
+    where = corpus_files[0] if len(corpus_files) == 1 else corpus_files[0].parent
+    raise DataError(f"{where}: the corpus has no passages; write at least one row ({CORPUS_NEEDS})")
+
+
 def _hub_split_names(path: Path, ext: str) -> list[str]:
     """Splits named by ``queries/*.{ext}``: train, dev, test first, then the others by name.
 
@@ -157,15 +180,22 @@ def _read_hub_queries(path: Path) -> Queries:
     for n, row in table_rows(path):
         at = row_location(path, n)
         qid = required_field(row, "_id", str, at, _QUERIES_NEEDS)
-        add_query(queries, qid, required_field(row, "text", str, at, _QUERIES_NEEDS), at, "text")
+        text = query_text(row, "text", qid, at, _QUERIES_NEEDS)
+        add_query(queries, qid, text, at, "text")
     return queries
 
 
-def _read_hub_qrels(path: Path) -> Qrels:
+def _read_hub_qrels(path: Path, queries: Queries, queries_file: Path) -> Qrels:
+    """Judgements of the queries in ``queries`` (read from ``queries_file``)."""
     qrels: Qrels = {}
     for n, row in table_rows(path):
         at = row_location(path, n)
         qid = required_field(row, "query_id", str, at, _QRELS_NEEDS)
+        if qid not in queries:
+            raise DataError(
+                f"{at}: field 'query_id' {qid!r} is not a query of {queries_file}; "
+                "judge only queries listed there, or add the query"
+            )
         item = required_field(row, "corpus_id", str, at, _QRELS_NEEDS)
         judge(qrels, qid, item, required_field(row, "score", int, at, _QRELS_NEEDS))
     return qrels
@@ -213,13 +243,21 @@ class _PendingDocument:
         return Document(self.id, self.title, tuple(self.passages))
 
 
-def _hub_documents(paths: list[Path]) -> Iterator[Document]:
-    """The documents of hub corpus files, grouping consecutive rows by ``doc_id``."""
+def _hub_documents(
+    paths: list[Path], judged: set[str] = frozenset(), qrels_files: list[Path] = ()
+) -> Iterator[Document]:
+    """The documents of hub corpus files, grouping consecutive rows by ``doc_id``.
+
+    A complete pass also checks that passage ids are unique and that every passage judged in
+    ``qrels_files`` (the items of ``judged``) is in the corpus.
+    """
     pending: _PendingDocument | None = None
     seen: set[str] = set()
+    tally = PassageTally(judged)
     for path, n, row in ((p, n, row) for p in paths for n, row in table_rows(p)):
         at = row_location(path, n)
         passage, title, total = _hub_passage(row, at)
+        tally.add(passage.id)
         if pending is None or passage.doc_id != pending.id:
             if pending is not None:
                 yield pending.finish()
@@ -233,6 +271,21 @@ def _hub_documents(paths: list[Path]) -> Iterator[Document]:
         pending.add(passage, title, total, at)
     if pending is not None:
         yield pending.finish()
+    tally.check(partial(_passage_ids, paths), partial(_judged_items, qrels_files))
+
+
+def _passage_ids(paths: list[Path]) -> Iterator[tuple[str, str]]:
+    """``(where, passage id)`` of every corpus row, read again."""
+    for path in paths:
+        for n, row in table_rows(path):
+            yield row_location(path, n), row["_id"]
+
+
+def _judged_items(qrels_files: list[Path]) -> Iterator[tuple[str, str]]:
+    """``(where, corpus_id)`` of the qrels rows, read again."""
+    for path in qrels_files:
+        for n, row in table_rows(path):
+            yield row_location(path, n), row["corpus_id"]
 
 
 def _hub_passage(row: dict[str, Any], at: str) -> tuple[Passage, str, int | None]:

@@ -59,13 +59,30 @@ def text_lines(
                 if line and not line.isspace():
                     yield n, line
         except UnicodeDecodeError:
+            line = _undecodable_line(path, encoding) or n + 1
             raise DataError(
-                f"{path}:{n + 1}: not {encoding.upper()} text; save the file as {encoding.upper()}"
+                f"{path}:{line}: not {encoding.upper()} text; save the file as {encoding.upper()}"
             ) from None
         except (gzip.BadGzipFile, EOFError, zlib.error) as e:
             raise DataError(
                 f"{path}: not a complete gzip file ({e}); download it again or decompress it"
             ) from None
+
+
+def _undecodable_line(path: Path, encoding: str) -> int | None:
+    """The number of the first line that does not decode (text is decoded in blocks, so the
+    line being read when decoding failed may come before it)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as handle:
+            for n, raw in enumerate(handle, 1):
+                try:
+                    raw.decode(encoding)
+                except UnicodeDecodeError:
+                    return n
+    except (OSError, EOFError, zlib.error):
+        return None
+    return None
 
 
 def jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -108,6 +125,15 @@ def parquet_columns(path: Path) -> list[str]:
     """The column names of a parquet file."""
     try:
         return pq.read_schema(path).names
+    except (pa.ArrowException, OSError) as e:
+        raise _unreadable_parquet(path, e) from None
+
+
+def parquet_row_count(path: Path) -> int:
+    """The number of rows of a parquet file, from its metadata."""
+    try:
+        with pq.ParquetFile(path) as parquet:
+            return parquet.metadata.num_rows
     except (pa.ArrowException, OSError) as e:
         raise _unreadable_parquet(path, e) from None
 
@@ -224,6 +250,19 @@ def blank_or_spaced(ids: pa.Array) -> bool:
 
 
 # --------------------------------------------------------------------------- queries and qrels
+
+
+def query_text(
+    row: dict[str, Any], key: str, qid: str, at: str, needs: str, prefix: str = ""
+) -> str:
+    """The text of query ``qid``, checked to be a string that is not blank."""
+    text = required_field(row, key, str, at, needs, prefix)
+    if not text.strip():
+        raise DataError(
+            f"{at}: field '{prefix}{key}' of query {qid!r} is empty; give the query its text "
+            "or remove the query (and its judgements)"
+        )
+    return text
 
 
 def add_query(queries: Queries, qid: str, text: str, at: str, name: str) -> None:

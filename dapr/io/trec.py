@@ -44,6 +44,8 @@ def read_trec_run(path: Path) -> Run:
     """A TREC run file, ranked by score; tied items in the order they first appear in the file."""
     path = Path(path)
     columns = _read_run_columns_fast(path) or _read_run_columns(path)
+    if not np.isfinite(columns[4]).all():
+        _raise_not_finite(path)
     return _build_run(path, *columns)
 
 
@@ -132,6 +134,17 @@ def _read_run_columns(path: Path) -> _RunColumns:
     q_codes, queries = _encode(_chunked(qids))
     codes, vocab = _encode(_chunked(items))
     return q_codes, queries, codes, vocab, np.array(scores, dtype=np.float64)
+
+
+def _raise_not_finite(path: Path) -> None:
+    """Name the first line whose score is NaN or infinite."""
+    for n, line in text_lines(path):
+        score = line.split()[4]
+        if not np.isfinite(float(score)):
+            raise DataError(
+                f"{path}:{n}: field 'score' is {score!r}; every score must be a finite number "
+                "(no NaN or infinity); fix the system that wrote the run"
+            )
 
 
 def _chunked(strings: list[str]) -> pa.ChunkedArray:

@@ -1,0 +1,642 @@
+"""The bad-input catalogue: each mistake, driven through the real CLI, stops dapr with exit status
+2 and one line naming the file / key / row and the fix; no traceback, no partial result files.
+
+Bad datasets are a small good dataset with one file corrupted; experiments use BM25 (fast).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from dapr.cli import main
+from dapr.data import Corpus, Dataset, Document, Passage, Split
+
+DOCUMENTS = {  # doc id -> (title, passages)
+    "d1": ("Alpha Castle", ["The castle stands on a hill.", "The king built it in 1150."]),
+    "d2": ("Bravo Lake", ["The lake is deep and cold.", "Trout live in the lake.", "A road."]),
+    "d3": ("Charlie Mine", ["The mine produced silver until 1900.", "Its tunnels are a museum."]),
+}
+SPLITS = {  # split -> query id -> (text, judged passage)
+    "test": {
+        "q1": ("when was the castle built", "d1-1"),
+        "q2": ("which fish live in the lake", "d2-1"),
+    },
+    "dev": {"q3": ("what did the mine produce", "d3-0"), "q4": ("where is the castle", "d1-0")},
+}
+# corpus.jsonl lines: 1 d1-0, 2 d1-1, 3 d2-0, 4 d2-1, 5 d2-2, 6 d3-0, 7 d3-1
+
+
+def good_dataset(path: Path, fmt: str = "jsonl") -> Path:
+    """The small good dataset, written in the hub layout."""
+    from dapr.io import write_dataset
+
+    documents = [
+        Document(
+            doc,
+            title,
+            tuple(Passage(f"{doc}-{i}", doc, i, text) for i, text in enumerate(texts)),
+        )
+        for doc, (title, texts) in DOCUMENTS.items()
+    ]
+    splits = {
+        name: Split(
+            {q: text for q, (text, _) in queries.items()},
+            {q: {passage: 1} for q, (_, passage) in queries.items()},
+        )
+        for name, queries in SPLITS.items()
+    }
+    write_dataset(Dataset(path.name, Corpus(documents), splits), path, format=fmt)
+    return path
+
+
+def edit_jsonl(path: Path, line: int, change: Callable[[dict], dict | str]) -> None:
+    """Replace row ``line`` (from 1) of a JSON lines file by ``change(row)`` (a dict or text)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    new = change(json.loads(lines[line - 1]))
+    lines[line - 1] = new if isinstance(new, str) else json.dumps(new)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def append_jsonl(path: Path, row: dict) -> None:
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(row) + "\n")
+
+
+def truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+BASE = {
+    "name": "bad",
+    "split": "test",
+    "depth": 10,
+    "metrics": ["nDCG@10", "R@100", "MRR@10"],
+    "retrievers": {"bm25": {"name": "bm25"}, "bm25-doc": {"name": "bm25", "level": "document"}},
+    "fusion": {
+        "fused": {
+            "name": "convex",
+            "document": "bm25-doc",
+            "passage": "bm25",
+            "args": {"alpha": 0.5},
+        }
+    },
+}
+
+
+@dataclass
+class Kit:
+    """A case's workspace: ``tmp`` (the working directory), and the good results of a run."""
+
+    tmp: Path
+    results: Path
+
+    def dataset(self, fmt: str = "jsonl", name: str = "data") -> Path:
+        return good_dataset(self.tmp / name, fmt)
+
+    def experiment(self, dataset: Path | None = None, text: str | None = None, **changes) -> Path:
+        """An experiment file: BASE on ``dataset`` (default: a good one) with ``changes``."""
+        path = self.tmp / "bad.yaml"
+        if text is None:
+            raw = {**BASE, "dataset": str(dataset or self.dataset()), **changes}
+            text = yaml.safe_dump({k: v for k, v in raw.items() if v is not None})
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    def run(self, experiment: Path, *extra: str) -> list[str]:
+        return ["run", str(experiment), "--out", str(self.tmp / "out"), *extra]
+
+    def copy_results(self, name: str = "results") -> Path:
+        return Path(shutil.copytree(self.results, self.tmp / name))
+
+
+@dataclass
+class Bad:
+    """What the CLI is given, and what its one line must say: ``names`` (file, key, row)
+    and ``fix`` (a key phrase of the remedy)."""
+
+    argv: list[str]
+    names: tuple[str, ...]
+    fix: str
+
+
+CASES: dict[str, Callable[[Kit], Bad]] = {}
+
+
+def case(build: Callable[[Kit], Bad]) -> Callable[[Kit], Bad]:
+    CASES[build.__name__] = build
+    return build
+
+
+# --------------------------------------------------------------------------- experiment files
+
+
+@case
+def malformed_yaml(kit: Kit) -> Bad:
+    path = kit.experiment(text="name: bad\nretrievers:\n  bm25: {name: bm25\ndepth: 10\n")
+    return Bad(kit.run(path), ("bad.yaml:4", "not valid YAML"), "fix the YAML")
+
+
+@case
+def unknown_key(kit: Kit) -> Bad:
+    return Bad(kit.run(kit.experiment(colour="red")), ("bad.yaml", "'colour'"), "valid keys:")
+
+
+@case
+def unknown_component(kit: Kit) -> Bad:
+    path = kit.experiment(retrievers={"bm25": {"name": "bm52"}}, fusion=None)
+    return Bad(kit.run(path), ("retrievers.bm25.name", "'bm52'"), "choose from: ")
+
+
+@case
+def wrong_type(kit: Kit) -> Bad:
+    return Bad(kit.run(kit.experiment(depth="deep")), ("bad.yaml", "depth"), "must be an integer")
+
+
+@case
+def alpha_outside_unit_interval(kit: Kit) -> Bad:
+    fusion = {"fused": {**BASE["fusion"]["fused"], "args": {"alpha": 1.5}}}
+    path = kit.experiment(fusion=fusion)
+    return Bad(kit.run(path), ("fusion.fused.args", "alpha"), "must be a number in [0, 1]")
+
+
+@case
+def missing_dataset_directory(kit: Kit) -> Bad:
+    path = kit.experiment(dataset=kit.tmp / "nowhere")
+    return Bad(kit.run(path), ("bad.yaml", "nowhere"), "give a dataset directory")
+
+
+@case
+def sweep_over_unknown_parameter(kit: Kit) -> Bad:
+    sweep = {"parameter": "fusion.fused.args.beta", "values": [0.1, 0.2], "tune_on": "dev"}
+    path = kit.experiment(sweep=sweep)
+    return Bad(kit.run(path), ("sweep.parameter", "beta"), "valid keys:")
+
+
+@case
+def sweep_over_unknown_system(kit: Kit) -> Bad:
+    sweep = {"parameter": "fusion.nosuch.args.alpha", "values": [0.1], "tune_on": "dev"}
+    path = kit.experiment(sweep=sweep)
+    return Bad(kit.run(path), ("sweep.parameter", "nosuch"), "write fusion.<system>.args")
+
+
+@case
+def split_the_dataset_lacks(kit: Kit) -> Bad:
+    path = kit.experiment(split="train")
+    return Bad(kit.run(path), ("'train'",), "choose from: dev, test")
+
+
+@case
+def depth_zero(kit: Kit) -> Bad:
+    return Bad(kit.run(kit.experiment(depth=0)), ("bad.yaml", "depth"), "positive integer")
+
+
+@case
+def rrf_k_negative(kit: Kit) -> Bad:
+    fusion = {
+        "fused": {"name": "rrf", "document": "bm25-doc", "passage": "bm25", "args": {"k": -1}}
+    }
+    path = kit.experiment(fusion=fusion)
+    return Bad(kit.run(path), ("fusion.fused.args", "k must be"), "non-negative integer")
+
+
+@case
+def metric_without_cutoff(kit: Kit) -> Bad:
+    path = kit.experiment(metrics=["nDCG"])
+    return Bad(kit.run(path), ("bad.yaml", "metrics", "'nDCG'"), "e.g. nDCG@10")
+
+
+@case
+def experiment_file_missing(kit: Kit) -> Bad:
+    return Bad(kit.run(kit.tmp / "nosuch.yaml"), ("nosuch.yaml",), "check the path")
+
+
+@case
+def set_without_equals(kit: Kit) -> Bad:
+    return Bad(kit.run(kit.experiment(), "--set", "split"), ("--set 'split'",), "key=value")
+
+
+@case
+def model_not_available_offline(kit: Kit) -> Bad:
+    kit.copy_results("out")  # earlier results stay as they were
+    retrievers = {"dense": {"name": "dense", "args": {"model": "nobody/no-such-model"}}}
+    path = kit.experiment(retrievers=retrievers, fusion=None)
+    return Bad(kit.run(path), ("'nobody/no-such-model'",), "download it on a connected machine")
+
+
+@case
+def output_is_a_file(kit: Kit) -> Bad:
+    (kit.tmp / "out").write_text("not a directory\n")
+    return Bad(kit.run(kit.experiment()), ("out",), "choose another --out")
+
+
+@case
+def output_below_a_file(kit: Kit) -> Bad:
+    (kit.tmp / "plain").write_text("a file\n")
+    argv = ["run", str(kit.experiment()), "--out", str(kit.tmp / "plain" / "out")]
+    return Bad(argv, ("plain/out", "is a file"), "choose another --out")
+
+
+@case
+def output_not_writable(kit: Kit) -> Bad:
+    locked = kit.tmp / "locked"
+    locked.mkdir(mode=0o500)
+    try:
+        (locked / "probe").mkdir()
+    except PermissionError:
+        pass
+    else:
+        pytest.skip("this user (root) writes to read-only directories")
+    argv = ["run", str(kit.experiment()), "--out", str(kit.tmp / "locked" / "out")]
+    return Bad(argv, ("locked/out", "Permission denied"), "choose a writable --out")
+
+
+@case
+def output_holds_other_files(kit: Kit) -> Bad:
+    (kit.tmp / "out").mkdir()
+    (kit.tmp / "out" / "thesis.tex").write_text("precious\n")
+    return Bad(kit.run(kit.experiment()), ("out", "not a results directory"), "empty it")
+
+
+@case
+def system_name_with_space(kit: Kit) -> Bad:
+    path = kit.experiment(retrievers={"bm 25": {"name": "bm25"}}, fusion=None)
+    return Bad(kit.run(path), ("bad.yaml", "'bm 25'"), "use one without spaces")
+
+
+@case
+def experiment_not_utf8(kit: Kit) -> Bad:
+    path = kit.experiment()
+    path.write_bytes(path.read_bytes() + "# r\u00e9sum\u00e9\n".encode("latin-1"))
+    return Bad(kit.run(path), ("bad.yaml", "UTF-8"), "save the file as UTF-8")
+
+
+@case
+def experiment_is_a_directory(kit: Kit) -> Bad:
+    (kit.tmp / "exp.yaml").mkdir()
+    return Bad(kit.run(kit.tmp / "exp.yaml"), ("exp.yaml",), "give an experiment file")
+
+
+# --------------------------------------------------------------------------- datasets
+
+
+@case
+def duplicate_passage_ids(kit: Kit) -> Bad:
+    data = kit.dataset()
+    edit_jsonl(data / "corpus.jsonl", 6, lambda row: {**row, "_id": "d1-1"})
+    return Bad(kit.run(kit.experiment(data)), ("corpus.jsonl:6", "'d1-1'"), "unique id")
+
+
+@case
+def duplicate_passage_ids_parquet(kit: Kit) -> Bad:
+    data = kit.dataset("parquet")
+    table = pq.read_table(data / "corpus.parquet")
+    ids = table.column("_id").to_pylist()
+    ids[4] = "d2-0"
+    pq.write_table(table.set_column(0, "_id", [ids]), data / "corpus.parquet")
+    return Bad(kit.run(kit.experiment(data)), ("corpus.parquet: row 5", "'d2-0'"), "unique id")
+
+
+@case
+def duplicate_document_ids(kit: Kit) -> Bad:
+    data = kit.dataset()
+    edit_jsonl(data / "corpus.jsonl", 6, lambda row: {**row, "doc_id": "d1"})
+    return Bad(kit.run(kit.experiment(data)), ("corpus.jsonl:6", "'d1'"), "contiguous")
+
+
+def dump(kit: Kit, second_doc: str, second_chunk: str) -> Path:
+    """A DAPR dump of two documents, the first judged for query q1."""
+    data = kit.tmp / "dump"
+    data.mkdir()
+    docs = [
+        {"id": "d1", "title": "A", "chunks": [{"id": "c1", "text": "castle"}]},
+        {"id": second_doc, "title": "B", "chunks": [{"id": second_chunk, "text": "lake"}]},
+    ]
+    (data / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    judged = {"chunk": docs[0]["chunks"][0], "judgement": 1, "belonging_doc": docs[0]}
+    row = {"query": {"id": "q1", "text": "castle"}, "judged_chunks": [judged]}
+    (data / "test.jsonl").write_text(json.dumps(row) + "\n")
+    return data
+
+
+@case
+def duplicate_document_ids_dump(kit: Kit) -> Bad:
+    data = dump(kit, "d1", "c2")
+    return Bad(kit.run(kit.experiment(data)), ("corpus.jsonl:2", "'d1'"), "unique id")
+
+
+@case
+def duplicate_chunk_ids_dump(kit: Kit) -> Bad:
+    data = dump(kit, "d2", "c1")
+    return Bad(kit.run(kit.experiment(data)), ("corpus.jsonl:2: chunks[0]", "'c1'"), "unique id")
+
+
+@case
+def qrels_name_unknown_query(kit: Kit) -> Bad:
+    data = kit.dataset()
+    edit_jsonl(data / "qrels" / "test.jsonl", 2, lambda row: {**row, "query_id": "q9"})
+    return Bad(kit.run(kit.experiment(data)), ("qrels/test.jsonl:2", "'q9'"), "judge only queries")
+
+
+@case
+def qrels_name_unknown_passage(kit: Kit) -> Bad:
+    data = kit.dataset()
+    append_jsonl(data / "qrels" / "dev.jsonl", {"query_id": "q3", "corpus_id": "d9-0", "score": 1})
+    return Bad(
+        kit.run(kit.experiment(data)), ("qrels/dev.jsonl:3", "'d9-0'"), "judge only passages"
+    )
+
+
+@case
+def qrels_grade_not_an_integer(kit: Kit) -> Bad:
+    data = kit.dataset()
+    edit_jsonl(data / "qrels" / "test.jsonl", 1, lambda row: {**row, "score": 0.5})
+    return Bad(kit.run(kit.experiment(data)), ("qrels/test.jsonl:1", "'score'"), "integer score")
+
+
+@case
+def empty_corpus(kit: Kit) -> Bad:
+    data = kit.dataset()
+    (data / "corpus.jsonl").write_text("")
+    return Bad(kit.run(kit.experiment(data)), ("corpus.jsonl", "no passages"), "at least one row")
+
+
+@case
+def empty_query_text(kit: Kit) -> Bad:
+    data = kit.dataset()
+    edit_jsonl(data / "queries" / "test.jsonl", 2, lambda row: {**row, "text": "  "})
+    return Bad(
+        kit.run(kit.experiment(data)), ("queries/test.jsonl:2", "'q2'"), "give the query its text"
+    )
+
+
+@case
+def corpus_row_missing_text(kit: Kit) -> Bad:
+    data = kit.dataset()
+    edit_jsonl(data / "corpus.jsonl", 3, lambda row: {k: v for k, v in row.items() if k != "text"})
+    return Bad(kit.run(kit.experiment(data)), ("corpus.jsonl:3", "'text'"), "needs _id, text")
+
+
+@case
+def not_utf8(kit: Kit) -> Bad:
+    data = kit.dataset()
+    queries = data / "queries" / "test.jsonl"
+    lines = queries.read_bytes().splitlines(keepends=True)
+    queries.write_bytes(lines[0] + lines[1].replace(b"lake", "lac\u00e9".encode("latin-1")))
+    return Bad(kit.run(kit.experiment(data)), ("queries/test.jsonl:2", "UTF-8"), "save the file")
+
+
+@case
+def truncated_parquet(kit: Kit) -> Bad:
+    data = kit.dataset("parquet")
+    truncate(data / "corpus.parquet")
+    return Bad(
+        kit.run(kit.experiment(data)), ("corpus.parquet", "not a readable parquet"), "rewrite it"
+    )
+
+
+@case
+def truncated_json_lines(kit: Kit) -> Bad:
+    data = kit.dataset()
+    text = (data / "corpus.jsonl").read_text()
+    (data / "corpus.jsonl").write_text(text[: text.rindex('"title"')])
+    return Bad(
+        kit.run(kit.experiment(data)),
+        ("corpus.jsonl:7", "invalid JSON"),
+        "one JSON object per line",
+    )
+
+
+@case
+def meta_json_not_json(kit: Kit) -> Bad:
+    data = kit.dataset()
+    (data / "meta.json").write_text('{"relevance_level": 1,')
+    return Bad(kit.run(kit.experiment(data)), ("meta.json", "not valid JSON"), '"relevance_level"')
+
+
+# --------------------------------------------------------------------------- run files
+
+
+def _run_file(kit: Kit, lines: list[str]) -> Path:
+    path = kit.tmp / "bm25.trec"
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def _evaluate(kit: Kit, run: Path, *extra: str) -> list[str]:
+    return ["evaluate", str(run), "--dataset", str(kit.dataset()), *extra]
+
+
+@case
+def run_with_nan_score(kit: Kit) -> Bad:
+    run = _run_file(kit, ["q1 Q0 d1-1 1 2.5 bm25", "q1 Q0 d1-0 2 NaN bm25"])
+    return Bad(_evaluate(kit, run), ("bm25.trec:2", "'score'", "NaN"), "finite number")
+
+
+@case
+def run_with_infinite_score(kit: Kit) -> Bad:
+    run = _run_file(kit, ["q1 Q0 d1-1 1 inf bm25", "q1 Q0 d1-0 2 1.0 bm25"])
+    return Bad(_evaluate(kit, run), ("bm25.trec:1", "'inf'"), "finite number")
+
+
+@case
+def run_with_malformed_line(kit: Kit) -> Bad:
+    run = _run_file(kit, ["q1 Q0 d1-1 1 2.5 bm25", "q1 Q0 d1-0 2 bm25"])
+    return Bad(
+        _evaluate(kit, run), ("bm25.trec:2", "expected 6 columns"), "one ranked item per line"
+    )
+
+
+@case
+def run_with_duplicate_row(kit: Kit) -> Bad:
+    run = _run_file(kit, ["q1 Q0 d1-1 1 2.5 bm25", "q1 Q0 d1-0 2 1.5 bm25", "q1 Q0 d1-1 3 1 bm25"])
+    return Bad(_evaluate(kit, run), ("bm25.trec:3", "'d1-1'"), "at most once per query")
+
+
+@case
+def run_of_another_split(kit: Kit) -> Bad:
+    run = _run_file(kit, ["q3 Q0 d3-0 1 2.5 bm25"])
+    return Bad(_evaluate(kit, run), ("bm25.trec", "'test'"), "--split")
+
+
+@case
+def evaluate_unknown_metric(kit: Kit) -> Bad:
+    run = _run_file(kit, ["q1 Q0 d1-1 1 2.5 bm25"])
+    return Bad(_evaluate(kit, run, "--metrics", "Recall@5"), ("'Recall@5'",), "use nDCG@k")
+
+
+# --------------------------------------------------------------------------- analysis commands
+
+
+@case
+def labels_tsv_bad_row(kit: Kit) -> Bad:
+    results = kit.copy_results()
+    labels = kit.tmp / "labels.tsv"
+    labels.write_text("query_id\tcategory\nq1\tCR\nq2 MT\n")
+    argv = ["plot", str(results), "--kind", "categories", "--labels", str(labels)]
+    return Bad(argv, ("labels.tsv", "line 3"), "two non-empty fields")
+
+
+@case
+def report_without_metrics(kit: Kit) -> Bad:
+    (kit.tmp / "empty").mkdir()
+    return Bad(
+        ["report", str(kit.tmp / "empty")], ("empty", "no metrics.json"), "give a results directory"
+    )
+
+
+@case
+def report_unreadable_metrics(kit: Kit) -> Bad:
+    results = kit.copy_results()
+    (results / "metrics.json").write_text('{"dataset": "data", "systems": {')
+    return Bad(["report", str(results)], ("metrics.json", "not valid JSON"), "rerun `dapr run`")
+
+
+# --------------------------------------------------------------------------- the catalogue
+
+
+@pytest.fixture(scope="module")
+def good_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The results directory of a good BM25 run on the small dataset."""
+    tmp = tmp_path_factory.mktemp("good")
+    kit = Kit(tmp, tmp / "none")
+    assert main(kit.run(kit.experiment())) == 0
+    return tmp / "out"
+
+
+def tree(root: Path, skip: Path) -> dict[str, str]:
+    """Every file and directory under ``root`` (but ``skip``), with a hash of each file."""
+    return {
+        str(p.relative_to(root)): (
+            hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "/"
+        )
+        for p in sorted(root.rglob("*"))
+        if skip not in (p, *p.parents)
+    }
+
+
+PENDING: dict[str, str] = {}  # cases known to fail, with the reason
+
+
+def test_catalogue_is_large_enough():
+    assert len(CASES.keys() - PENDING.keys() - {"output_not_writable"}) >= 24
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(reason=PENDING[n], strict=True))
+        if n in PENDING
+        else n
+        for n in CASES
+    ],
+)
+def test_bad_input(name, good_results, tmp_path, monkeypatch, capsys):
+    home = tmp_path / "home"
+    monkeypatch.setenv("DAPR_HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    bad = CASES[name](Kit(tmp_path, good_results))
+    before = tree(tmp_path, home)
+    capsys.readouterr()
+
+    code = main(bad.argv)
+
+    out, err = capsys.readouterr()
+    assert code == 2, err
+    assert "Traceback" not in out + err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("dapr: error: "), err
+    for named in bad.names:
+        assert named in lines[0], f"{named!r} not named"
+    assert bad.fix in lines[0], f"fix {bad.fix!r} not given"
+    assert tree(tmp_path, home) == before  # no partial results; earlier files unchanged
+    assert [p for p in home.rglob("*") if p.name.endswith(".tmp")] == []
+
+
+def test_check_output_accepts_what_write_can_replace_and_creates_nothing(good_results, tmp_path):
+    from dapr.errors import DaprError
+    from dapr.report import check_output
+
+    (tmp_path / "empty").mkdir()
+    for fine in (tmp_path / "a" / "b" / "new", tmp_path / "empty", good_results):
+        check_output(fine)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
+    with pytest.raises(DaprError, match="working directory"):
+        check_output(Path("."))
+
+
+def test_rerun_replaces_earlier_results_whole(good_results, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    out = Path(shutil.copytree(good_results, tmp_path / "out"))
+    (out / "runs" / "stale.trec").write_text("q1 Q0 d1-0 1 1.0 stale\n")
+    kit = Kit(tmp_path, good_results)
+    assert main(kit.run(kit.experiment(depth=3))) == 0
+    capsys.readouterr()
+    assert json.loads((out / "metrics.json").read_text())["depth"] == 3
+    assert sorted(p.name for p in (out / "runs").iterdir()) == [
+        "bm25-doc.trec",
+        "bm25.trec",
+        "fused.trec",
+    ]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_write_removes_scratch_left_by_a_killed_run(good_results, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    gone = _dead_pid()
+    left = tmp_path / f".out.{gone}.0123abcd.tmp"
+    (left / "runs").mkdir(parents=True)
+    mine = tmp_path / f".out.{os.getpid()}.0123abcd.tmp"  # a live process's: kept
+    mine.mkdir()
+    kit = Kit(tmp_path, good_results)
+    assert main(kit.run(kit.experiment())) == 0
+    capsys.readouterr()
+    assert not left.exists() and mine.exists()
+    assert (tmp_path / "out" / "metrics.json").is_file()
+
+
+def _dead_pid() -> int:
+    """The id of a process that has exited."""
+    import subprocess
+
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+RUNS = {  # level -> (run lines, expected nDCG@10, R@100, MRR@10 by hand)
+    # q1: the judged d1-1 at rank 2, q2: d2-1 at rank 1
+    "passage": (
+        ["q1 Q0 d1-0 1 9 s", "q1 Q0 d1-1 2 8 s", "q2 Q0 d2-1 1 5 s", "q2 Q0 d3-0 2 4 s"],
+        ((1 / math.log2(3) + 1) / 2, 1.0, (1 / 2 + 1) / 2),
+    ),
+    # documents (judged: q1 d1, q2 d2): q1 finds d1 at rank 2, q2 misses d2
+    "document": (
+        ["q1 Q0 d2 1 9 s", "q1 Q0 d1 2 8 s", "q2 Q0 d3 1 5 s", "q2 Q0 d1 2 4 s"],
+        (1 / math.log2(3) / 2, 0.5, 1 / 2 / 2),
+    ),
+}
+
+
+@pytest.mark.parametrize("level", list(RUNS))
+def test_evaluate_prints_the_means(tmp_path, capsys, level):
+    lines, expected = RUNS[level]
+    run = tmp_path / "mine.trec"
+    run.write_text("".join(line + "\n" for line in lines))
+    data = good_dataset(tmp_path / "data")
+    argv = ["evaluate", str(run), "--dataset", str(data), "--level", level]
+    assert main([*argv, "--metrics", "nDCG@10", "R@100", "MRR@10"]) == 0
+    row = capsys.readouterr().out.splitlines()[-1]
+    assert row == f"| mine | {level} | " + " | ".join(f"{v:.4f}" for v in expected) + " |"
