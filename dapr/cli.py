@@ -38,6 +38,17 @@ def _parser() -> argparse.ArgumentParser:
         help="override a setting, e.g. --set split=dev or --set fusion.f.args.alpha=0.3",
     )
     run.add_argument("--out", type=Path, help="output directory (default results/<experiment>)")
+    run.add_argument(
+        "--ray",
+        action="store_true",
+        help="run the retrieval jobs as Ray tasks on a local Ray sized to this machine",
+    )
+    run.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="run the retrieval jobs on the Ray cluster at ADDR (auto, or ray://host:port); "
+        "$DAPR_HOME must be on a file system every node shares",
+    )
     run.set_defaults(handler=_run)
 
     data = commands.add_parser("data", help="list, build, fetch, inspect and export datasets")
@@ -160,6 +171,43 @@ def _parser() -> argparse.ArgumentParser:
     overlap.add_argument("--split", default="test")
     overlap.set_defaults(handler=_overlap)
 
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="evaluate a TREC run file against a dataset's qrels",
+        description="Reads RUN (qid Q0 docid rank score system lines), scores it with trec_eval's "
+        "measures against the split's judgements and prints the means. A document-level run is "
+        "judged against document qrels (a document takes the best grade of its passages).",
+    )
+    evaluate.add_argument("run", type=Path, help="a TREC run file")
+    evaluate.add_argument(
+        "--dataset", required=True, help="a registered dataset or a dataset directory"
+    )
+    evaluate.add_argument("--split", default="test")
+    evaluate.add_argument(
+        "--metrics", nargs="+", default=None, help="default: nDCG@10 R@100 MRR@10"
+    )
+    evaluate.add_argument("--level", choices=("passage", "document"), default="passage")
+    evaluate.set_defaults(handler=_evaluate)
+
+    cache = commands.add_parser("cache", help="list or prune the cache ($DAPR_HOME/cache)")
+    cache_commands = cache.add_subparsers(required=True, metavar="ACTION")
+    cache_ls = cache_commands.add_parser("ls", help="entries per kind and their size")
+    cache_ls.add_argument("--all", action="store_true", help="one line per entry")
+    cache_ls.set_defaults(handler=_cache_ls)
+    prune = cache_commands.add_parser(
+        "prune",
+        help="remove entries not used for a while, and what killed runs left behind",
+        description="Removes complete entries unused for --older-than DAYS (or every entry with "
+        "--everything), always with the temporary files of killed runs and incomplete entries. "
+        "An entry a running experiment holds is waited for, never removed under it.",
+    )
+    when = prune.add_mutually_exclusive_group(required=True)
+    when.add_argument("--older-than", type=float, metavar="DAYS")
+    when.add_argument("--everything", action="store_true")
+    prune.add_argument("--kind", action="append", help="only these kinds (indexes, runs, contexts)")
+    prune.add_argument("--dry-run", action="store_true", help="list, remove nothing")
+    prune.set_defaults(handler=_cache_prune)
+
     plugins = commands.add_parser("plugins", help="list the installed components")
     plugins.set_defaults(handler=_plugins)
     return parser
@@ -167,32 +215,70 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     from dapr.experiment.config import load_grid
+    from dapr.report import check_output
 
-    for experiment in load_grid(args.file, args.overrides):
+    experiments = load_grid(args.file, args.overrides)
+    outs = []
+    for experiment in experiments:
         # one experiment per dataset of a grid, named <name>/<dataset>: a directory each
         name, _, dataset = experiment.name.partition("/")
         out = args.out or Path("results") / name
-        _run_one(experiment, out / dataset if dataset else out)
+        outs.append(out / dataset if dataset else out)
+        check_output(outs[-1])  # before any work
+    if args.ray or args.ray_address:
+        _run_jobs(experiments, args.ray_address)
+    for experiment, out in zip(experiments, outs):
+        _run_one(experiment, out)
     return 0
 
 
+def _run_jobs(experiments: list, ray_address: str | None) -> None:
+    """Compute every retrieval run of the experiments (and of their sweeps' tuning splits) as
+    parallel Ray jobs; the experiments then find them in the cache."""
+    from dataclasses import replace
+
+    from dapr.experiment.cache import Cache
+    from dapr.experiment.schedule import plan, run_jobs
+
+    tuning = [replace(e, split=e.sweep.tune_on) for e in experiments if e.sweep is not None]
+    jobs = plan([*experiments, *tuning])
+    print(f"{len(jobs)} retrieval jobs on Ray")
+    finished = run_jobs(jobs, Cache(), ray_address, use_ray=True)
+    started = min((done.started for done in finished), default=0.0)
+    for done in finished:
+        what = ", ".join(done.computed) or "all cached"
+        print(
+            f"  job {done.system:<20} {done.host}:{done.pid:<7} "
+            f"{done.started - started:6.1f}s .. {done.finished - started:6.1f}s  {what}"
+        )
+
+
 def _run_one(experiment, out: Path) -> None:
+    import time
+
     from dapr import report
     from dapr.experiment import sweep
+    from dapr.experiment.manifest import manifest
     from dapr.experiment.runner import Runner
 
+    started = time.time()
+    swept = None
     if experiment.sweep is None:
         outcome = Runner(experiment).run()
     else:
         swept = sweep.run_sweep(experiment)
         outcome = swept.outcome
-    report.write(outcome, out)
+    report.write(
+        outcome,
+        out,
+        manifest(outcome, started, time.time()),
+        (lambda directory: sweep.write(swept, directory)) if swept else None,
+    )
     width = max((len(step.system) for step in outcome.steps), default=0)
     for step in outcome.steps:
         print(f"  {step.kind:<6} {step.system:<{width}}  {step.status:<8} {step.seconds:7.1f}s")
     print(f"\n{experiment.name}: {outcome.dataset.name}, split {experiment.split}\n")
-    if experiment.sweep is not None:
-        sweep.write(swept, out)
+    if swept is not None:
         print(sweep.markdown(swept))
     print(report.markdown(outcome))
     if outcome.costs:
@@ -310,6 +396,68 @@ def _overlap(args: argparse.Namespace) -> int:
     for with_title, label in ((False, "alone"), (True, "with title")):
         row = stats[with_title]
         print(f"| {label} | {row.mean:.4f} | {row.pairs:,} | {row.queries:,} |")
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from dapr import evaluation
+    from dapr.io import read_trec_run
+    from dapr.registry import load_dataset
+
+    metrics = [evaluation.parse_metric(m).name for m in args.metrics or evaluation.DEFAULT_METRICS]
+    if not args.run.is_file():
+        raise DaprError(f"{args.run}: no such run file; give a TREC run (qid Q0 docid rank score)")
+    run = read_trec_run(args.run)
+    if not len(run.items):
+        raise DaprError(f"{args.run}: the run ranks nothing; give a run with at least one line")
+    dataset = load_dataset(args.dataset)
+    qrels = dataset.split(args.split).qrels
+    if not set(run.queries.tolist()) & qrels.keys():
+        raise DaprError(
+            f"{args.run}: none of its {len(run.queries)} queries is judged in split "
+            f"{args.split!r} of {dataset.name}; evaluate it against the split it was run on "
+            "(--split)"
+        )
+    if args.level == "document":
+        qrels = evaluation.document_qrels(qrels, dataset.corpus.ids)
+    result = evaluation.evaluate(run, qrels, metrics, relevance_level=dataset.relevance_level)
+    print(f"{args.run.name}: {dataset.name}, split {args.split}, {args.level} level\n")
+    print("| run | level | " + " | ".join(metrics) + " |")
+    print("|---|---|" + "---:|" * len(metrics))
+    values = " | ".join(f"{result.means[m]:.4f}" for m in metrics)
+    print(f"| {args.run.stem} | {args.level} | {values} |")
+    return 0
+
+
+def _cache_ls(args: argparse.Namespace) -> int:
+    from dapr.experiment.cache import Cache
+    from dapr.experiment.housekeeping import entries, human_size, summary
+
+    cache = Cache()
+    found = entries(cache)
+    print(f"{cache.root}\n")
+    print(summary(found))
+    if args.all:
+        for entry in found:
+            print(f"{entry.kind:<9} {entry.key}  {human_size(entry.bytes):>9}  {entry.state}")
+    return 0
+
+
+def _cache_prune(args: argparse.Namespace) -> int:
+    from datetime import timedelta
+
+    from dapr.experiment.cache import Cache
+    from dapr.experiment.housekeeping import human_size, prune
+
+    if args.older_than is not None and args.older_than < 0:
+        raise DaprError(f"--older-than must be a number of days >= 0, got {args.older_than}")
+    older = None if args.everything else timedelta(days=args.older_than)
+    removed = prune(Cache(), older_than=older, kinds=args.kind, dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    for entry in removed:
+        print(f"  {entry.kind:<9} {entry.key}  {human_size(entry.bytes)}  {entry.state}")
+    total = human_size(sum(entry.bytes for entry in removed))
+    print(f"{verb} {len(removed)} entries, {total}")
     return 0
 
 

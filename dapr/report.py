@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import glob
 import io
 import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from dapr.contextualizers.pipeline import Cost
+from dapr.errors import DaprError
 from dapr.experiment.runner import Outcome
 from dapr.io import write_trec_run
-from dapr.io.files import write_bytes_atomic
+from dapr.io.files import atomic_directory, pid_alive, write_bytes_atomic
+from dapr.io.rows import check_tokens
 
 
 def rows(outcome: Outcome) -> list[dict[str, object]]:
@@ -91,9 +99,100 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:,.1f} h"
 
 
-def write(outcome: Outcome, out: Path) -> None:
+def check_output(out: Path) -> None:
+    """Raise a DaprError naming ``out`` and the fix unless :func:`write` can put a results
+    directory there; creates nothing, so it can run before any work.
+
+    ``out`` may be missing (its parents are created), empty, or an earlier results directory
+    (one with ``metrics.json``), which :func:`write` replaces whole.
+    """
+    out = Path(os.path.abspath(out))
+    if out.exists() and not out.is_dir():
+        raise DaprError(f"{out}: exists and is not a directory; remove it or choose another --out")
+    cwd = Path.cwd()
+    if out == cwd or out in cwd.parents:
+        raise DaprError(
+            f"{out}: is the working directory or holds it, so it cannot be replaced by the "
+            "results; choose another --out, e.g. results/<experiment>"
+        )
+    if out.is_dir() and not (out / "metrics.json").is_file() and any(out.iterdir()):
+        raise DaprError(
+            f"{out}: exists and is not a results directory of dapr run (no metrics.json), so "
+            "dapr will not replace it; empty it or choose another --out"
+        )
+    ancestor = out.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise DaprError(
+            f"{out}: cannot be created, {ancestor} is a file, not a directory; choose another --out"
+        )
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".dapr-probe-", dir=ancestor))
+    except OSError as error:
+        raise DaprError(
+            f"{out}: cannot be written ({error.strerror} in {ancestor}); "
+            "choose a writable --out or fix the directory's permissions"
+        ) from None
+
+
+def write(
+    outcome: Outcome,
+    out: Path,
+    manifest: dict | None = None,
+    also: Callable[[Path], object] | None = None,
+) -> None:
     """Write ``runs/<system>.trec``, ``metrics.json``, ``summary.md`` and ``summary.csv``, and
-    where contextualizers ran, their cost as ``contextualization.md`` and ``.csv``."""
+    where contextualizers ran, their cost as ``contextualization.md`` and ``.csv``; the
+    ``manifest`` as ``manifest.json``; then ``also(directory)`` writes any other file (a
+    sweep's) into the same directory.
+
+    The directory is built beside ``out`` and swapped in at the end: a failed write leaves
+    no partial results (and ``out``, if it held earlier results, untouched).
+    """
+    check_output(out)
+    for system in outcome.runs:  # before anything is written, and naming the real path
+        check_tokens([system], "system name", out / "runs" / f"{system}.trec")
+    out = Path(os.path.abspath(out))
+    _remove_stale_scratch(out)
+    created = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
+    try:
+        with atomic_directory(out) as scratch:
+            _write_results(outcome, scratch)
+            if manifest is not None:
+                _write_text(scratch / "manifest.json", json.dumps(manifest, indent=1) + "\n")
+            if also is not None:
+                also(scratch)
+    except OSError as error:
+        _remove_empty(created)
+        raise DaprError(
+            f"{out}: cannot write the results ({error.strerror or error}); free some space or "
+            "choose another --out"
+        ) from None
+    except BaseException:
+        _remove_empty(created)
+        raise
+
+
+def _remove_stale_scratch(out: Path) -> None:
+    """Remove the scratch directories beside ``out`` that killed runs left behind (those
+    named ``.<out>.<pid>.<token>.tmp[.old]`` whose process is gone)."""
+    if not out.parent.is_dir():
+        return
+    for scratch in out.parent.glob(f".{glob.escape(out.name)}.*.tmp*"):
+        pid = scratch.name[len(out.name) + 2 :].split(".")[0]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _remove_empty(directories: list[Path]) -> None:
+    """Remove the directories (deepest first) that were created for a failed write."""
+    for directory in directories:
+        with contextlib.suppress(OSError):
+            directory.rmdir()
+
+
+def _write_results(outcome: Outcome, out: Path) -> None:
     exp = outcome.experiment
     (out / "runs").mkdir(parents=True, exist_ok=True)
     for system, run in outcome.runs.items():

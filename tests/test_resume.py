@@ -133,3 +133,26 @@ def test_two_runs_write_byte_identical_run_files(setup, tmp_path):
     reference = root / "reference" / "runs"
     for run in reference.iterdir():
         assert (tmp_path / "again" / "runs" / run.name).read_bytes() == run.read_bytes()
+
+
+def test_concurrent_runs_sharing_a_cache_compute_each_step_once(setup, tmp_path):
+    root, experiment = setup
+    home = tmp_path / "home"
+    first = _start(experiment, tmp_path / "first", home)
+    second = _start(experiment, tmp_path / "second", home)
+    logs = [process.communicate(timeout=300) for process in (first, second)]
+    assert first.returncode == second.returncode == 0, [err for _, err in logs]
+    computed = [
+        tuple(line.split()[:2])
+        for log, _ in logs
+        for line in log.splitlines()
+        if line.split()[2:3] == ["computed"]
+    ]
+    assert len(computed) == len(set(computed)) == len(_complete(home))
+    for out in ("first", "second"):
+        assert _outputs(tmp_path / out) == _outputs(root / "reference")
+    contextualized = [
+        json.loads((tmp_path / out / "metrics.json").read_text())["contextualization"]["titled"]
+        for out in ("first", "second")
+    ]
+    assert sorted(c["computed"] for c in contextualized) == [0, DOCUMENTS]

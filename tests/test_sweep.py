@@ -108,6 +108,10 @@ def test_sweep_chooses_on_dev_and_reports_test(swept, wiki_splits, tmp_path):
     assert f"**{summary['chosen']}**" in table and "Chosen fusion.fused.args.alpha" in table
     for name in ("sweep.png", "sweep.pdf", "sweep.csv"):
         assert (out / name).stat().st_size > 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["dataset_fingerprint"] == metrics["dataset_fingerprint"]
+    assert manifest["experiment"]["sweep"]["argument"] == "alpha"
+    assert manifest["keys"]["fused"] and manifest["wall_seconds"] > 0
 
 
 def test_maxp_categories_and_tags(swept, wiki_splits, tmp_path):

@@ -154,14 +154,21 @@ def load(path: Path, overrides: list[str] = ()) -> Experiment:
 
 
 def _read(path: Path) -> dict:
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory; give an experiment file (.yaml)")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such experiment file") from None
+        raise ConfigError(f"{path}: no such experiment file; check the path") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {error.start}); save the file as UTF-8"
+        ) from None
     except yaml.YAMLError as error:
         line = getattr(getattr(error, "problem_mark", None), "line", None)
         where = f"{path}:{line + 1}" if line is not None else str(path)
-        raise ConfigError(f"{where}: not valid YAML ({getattr(error, 'problem', error)})") from None
+        problem = getattr(error, "problem", error)
+        raise ConfigError(f"{where}: not valid YAML ({problem}); fix the YAML there") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
     return raw
@@ -196,6 +203,12 @@ def validate(raw: dict, path: Path) -> Experiment:
         _wrap(path, "metrics", lambda m=m: parse_metric(str(m))).name
         for m in raw.get("metrics", DEFAULT_METRICS)
     )
+    for system in [*raw["retrievers"], *raw.get("fusion", {})]:
+        if not isinstance(system, str) or not system or any(c.isspace() for c in system):
+            raise ConfigError(
+                f"{path}: system name {system!r}: names become file names and TREC run tags; "
+                "use one without spaces, e.g. bm25-title"
+            )
     retrievers: dict[str, RetrieverSpec] = {}
     for system, spec in raw["retrievers"].items():
         retrievers[system] = _retriever(spec, path, f"retrievers.{system}", retrievers)

@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from dapr.experiment.cache import _COMPLETE, Cache
+from dapr.io.files import pid_alive
 
 STORES = (".sqlite", ".db")
 """Suffixes of SQLite entries; removed only while no connection has them open."""
@@ -78,7 +79,7 @@ def entries(cache: Cache) -> list[Entry]:
 
 def stale_temporaries(cache: Cache) -> list[Path]:
     """Leftovers of atomic writes whose writer process is gone (never one of a live process)."""
-    return [path for path, _, pid in _temporaries(cache) if not _alive(pid)]
+    return [path for path, _, pid in _temporaries(cache) if not pid_alive(pid)]
 
 
 def prune(
@@ -109,7 +110,7 @@ def prune(
 
     removed = []
     for path, key, pid in _temporaries(cache):
-        if _alive(pid):
+        if pid_alive(pid):
             continue
         entry = Entry(path.parent.name, path.name, path, _size(path), _mtime(path), False, True)
         if dry_run:
@@ -181,19 +182,6 @@ def _temporaries(cache: Cache) -> list[tuple[Path, str, int]]:
             if match:
                 found.append((child, match["key"], int(match["pid"])))
     return sorted(found)
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process of this host has ``pid``."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, but belongs to someone else
-        return True
-    return True
 
 
 def _base(name: str) -> str:

@@ -77,6 +77,10 @@ def run_sweep(experiment: Experiment, cache: Cache | None = None) -> SweepResult
     tuned = result.means[sweep.tune_on]["all"]
     result.chosen = sweep.values[tuned.index(max(tuned))]
     result.outcome = Runner(with_value(base, sweep, result.chosen), cache).run(dataset)
+    # what was run: the experiment, its sweep block and the chosen value
+    result.outcome.experiment = with_value(
+        replace(experiment, metrics=metrics), sweep, result.chosen
+    )
     return result
 
 
