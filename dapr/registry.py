@@ -45,7 +45,10 @@ class Retriever(Protocol):
       search leaves out for sharing no term with the query: BM25, SPLADE); candidates that are
       not in the index are dropped silently, an empty candidate list gives an empty ranking.
       Hierarchical retrieval searches the passages of the top documents with it; it should
-      read only the candidates' part of the index.
+      read only the candidates' part of the index;
+    - ``resumable = True``: :meth:`index` may find in ``store`` what an interrupted attempt
+      stored, and continues from it (the dense and sparse retrievers skip stored shards); a
+      retriever without it always gets an empty ``store``.
     """
 
     version: str

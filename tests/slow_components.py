@@ -12,7 +12,9 @@ from pathlib import Path
 from dapr import registry
 from dapr.contextualizers.title import Title
 from dapr.data import Document
+from dapr.retrievers import dense
 from dapr.retrievers.bm25 import BM25
+from dapr.retrievers.dense import Dense
 
 PAUSE = 0.05
 
@@ -40,9 +42,25 @@ class SlowBM25(BM25):
         super().index(slowly(), store)
 
 
+class SlowDense(Dense):
+    """The dense retriever storing shards of 40 items, pausing before each."""
+
+    def index(self, items: Iterable[tuple[str, str]], store: Path) -> None:
+        dense._SHARD = 40
+
+        def slowly():
+            for n, item in enumerate(items):
+                if n % 40 == 0:
+                    time.sleep(PAUSE * 4)
+                yield item
+
+        super().index(slowly(), store)
+
+
 def register() -> None:
     registry.contextualizers.add("slow-title", SlowTitle)
     registry.retrievers.add("slow-bm25", SlowBM25)
+    registry.retrievers.add("slow-dense", SlowDense)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from tiny_models import tiny_bert
 
 HERE = Path(__file__).resolve().parent
 DOCUMENTS = 40  # in the wiki_splits fixture
+DENSE = "  dense: {{name: slow-dense, args: {{model: {model}, pooling: mean}}}}\n"
 EXPERIMENT = """
 name: resume
 dataset: {dataset}
@@ -25,7 +27,7 @@ retrievers:
   bm25-doc: {{name: slow-bm25, level: document}}
   titled: {{name: slow-bm25, contextualizer: slow-title}}
   plain: {{name: bm25}}
-fusion:
+{dense}fusion:
   fused: {{name: convex, document: bm25-doc, passage: titled, args: {{alpha: 0.2}}}}
 """
 
@@ -79,13 +81,19 @@ def _outputs(out: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def setup(wiki_splits, tmp_path_factory):
-    dataset = wiki_splits
+def setup(wiki_splits, tmp_path_factory) -> tuple[Path, dict[str, Path]]:
+    """The experiment, without and with a dense system, each run once uninterrupted."""
+    from dapr.io import read_dataset
+
     root = tmp_path_factory.mktemp("resume")
-    experiment = root / "resume.yaml"
-    experiment.write_text(EXPERIMENT.format(dataset=dataset))
-    _finish(experiment, root / "reference", root / "reference-home")
-    return root, experiment
+    texts = [p.text for p in read_dataset(wiki_splits).corpus.passages()]
+    dense = DENSE.format(model=tiny_bert(root / "tiny-bert", texts))
+    experiments = {}
+    for which, extra in (("plain", ""), ("dense", dense)):
+        experiments[which] = root / f"{which}.yaml"
+        experiments[which].write_text(EXPERIMENT.format(dataset=wiki_splits, dense=extra))
+        _finish(experiments[which], root / f"reference-{which}", root / f"home-{which}")
+    return root, experiments
 
 
 MOMENTS: dict[str, Callable[[Path], bool]] = {
@@ -95,6 +103,10 @@ MOMENTS: dict[str, Callable[[Path], bool]] = {
     "mid-contextualize": lambda home: _stored_documents(home) >= 16,
     # the contextualized passages are being indexed
     "mid-second-index": lambda home: _stored_documents(home) == DOCUMENTS,
+    # encoding passages: two shards of the dense index are stored, the rest is not
+    "mid-encoding": lambda home: (
+        len(list((home / "cache" / "indexes").glob(".*.partial/*.done"))) >= 2
+    ),
     # after the first search: a run is stored
     "after-a-search": lambda home: len(list((home / "cache").glob("runs/*/COMPLETE"))) >= 1,
 }
@@ -102,7 +114,9 @@ MOMENTS: dict[str, Callable[[Path], bool]] = {
 
 @pytest.mark.parametrize("moment", list(MOMENTS))
 def test_killed_run_resumes_to_identical_outputs(setup, tmp_path, moment):
-    root, experiment = setup
+    root, experiments = setup
+    which = "dense" if moment == "mid-encoding" else "plain"
+    experiment = experiments[which]
     home = tmp_path / "home"
     process = _start(experiment, tmp_path / "out", home)
     deadline = time.monotonic() + 120
@@ -114,9 +128,10 @@ def test_killed_run_resumes_to_identical_outputs(setup, tmp_path, moment):
     process.wait()
     finished = _complete(home)
     stored = _stored_documents(home)
+    shards = {p.name: p.stat().st_ino for p in (home / "cache").glob("indexes/.*.partial/*.npy")}
 
     log = _finish(experiment, tmp_path / "out", home)
-    assert _outputs(tmp_path / "out") == _outputs(root / "reference")
+    assert _outputs(tmp_path / "out") == _outputs(root / f"reference-{which}")
     after = _complete(home)
     # what was complete at the kill was neither rewritten nor computed again
     assert all(after[entry] == written for entry, written in finished.items())
@@ -125,18 +140,23 @@ def test_killed_run_resumes_to_identical_outputs(setup, tmp_path, moment):
     assert len(computed) == len(set(after) - set(finished))
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert metrics["contextualization"]["titled"]["computed"] == DOCUMENTS - stored
+    # dense shards stored before the kill are in the finished index, not encoded again
+    index = {p.name: p.stat().st_ino for p in (home / "cache").glob("indexes/*/shard-*.npy")}
+    assert all(index[name] == inode for name, inode in shards.items())
+    assert (moment == "mid-encoding") == bool(shards)
 
 
 def test_two_runs_write_byte_identical_run_files(setup, tmp_path):
-    root, experiment = setup
-    _finish(experiment, tmp_path / "again", tmp_path / "home")
-    reference = root / "reference" / "runs"
+    root, experiments = setup
+    _finish(experiments["dense"], tmp_path / "again", tmp_path / "home")
+    reference = root / "reference-dense" / "runs"
     for run in reference.iterdir():
         assert (tmp_path / "again" / "runs" / run.name).read_bytes() == run.read_bytes()
 
 
 def test_concurrent_runs_sharing_a_cache_compute_each_step_once(setup, tmp_path):
-    root, experiment = setup
+    root, experiments = setup
+    experiment = experiments["plain"]
     home = tmp_path / "home"
     first = _start(experiment, tmp_path / "first", home)
     second = _start(experiment, tmp_path / "second", home)
@@ -150,7 +170,7 @@ def test_concurrent_runs_sharing_a_cache_compute_each_step_once(setup, tmp_path)
     ]
     assert len(computed) == len(set(computed)) == len(_complete(home))
     for out in ("first", "second"):
-        assert _outputs(tmp_path / out) == _outputs(root / "reference")
+        assert _outputs(tmp_path / out) == _outputs(root / "reference-plain")
     contextualized = [
         json.loads((tmp_path / out / "metrics.json").read_text())["contextualization"]["titled"]
         for out in ("first", "second")

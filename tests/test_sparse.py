@@ -85,12 +85,13 @@ def test_sparse_blocks_shards_and_query_batches_do_not_change_the_run(
     monkeypatch.setattr(sparse, "_SHARD", 3)  # 8 items -> shards of 3, 3 and 2
     small = Sparse(model=TINY, block_size=2, query_batch=1)
     small.index(ITEMS, tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "ids.json",
+    assert sorted(p.name for p in tmp_path.glob("*.npz")) == [
         "shard-00000.npz",
         "shard-00001.npz",
         "shard-00002.npz",
     ]
+    # each shard's marker records the chunk it holds, for an interrupted index to resume from
+    assert len(list(tmp_path.glob("shard-*.npz.done"))) == 3
     blocked = small.search(QUERIES, k=4)
     assert blocked.to_dict().keys() == whole.to_dict().keys()
     for qid in QUERIES:

@@ -7,12 +7,13 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dapr.io.files import atomic_directory
+from dapr.io.files import atomic_directory, fsync
 from dapr.paths import home
 
 _COMPLETE = "COMPLETE"
@@ -42,12 +43,34 @@ class Cache:
         with contextlib.suppress(FileNotFoundError):
             os.utime(self.path(kind, key) / _COMPLETE)
 
+    def partial(self, kind: str, key: str) -> Path:
+        """Where :meth:`writing` with ``resume`` fills an entry, kept between attempts."""
+        return self.root / kind / f".{key}.partial"
+
     @contextmanager
-    def writing(self, kind: str, key: str) -> Iterator[Path]:
-        """A fresh directory to fill; it becomes the entry only if the block finishes."""
-        with atomic_directory(self.path(kind, key)) as scratch:
-            yield scratch
-            (scratch / _COMPLETE).touch()
+    def writing(self, kind: str, key: str, resume: bool = False) -> Iterator[Path]:
+        """A directory to fill; it becomes the entry only if the block finishes.
+
+        Without ``resume`` it is a fresh temporary, removed if the block fails. With ``resume``
+        it is :meth:`partial`, kept when the block fails or the process dies, so that the next
+        attempt finds what the last one stored (a writer that can continue from it says so with
+        ``resumable = True``); hold the entry's :meth:`lock` around it.
+        """
+        if not resume:
+            with atomic_directory(self.path(kind, key)) as scratch:
+                yield scratch
+                (scratch / _COMPLETE).touch()
+            return
+        scratch = self.partial(kind, key)
+        scratch.mkdir(parents=True, exist_ok=True)
+        yield scratch
+        (scratch / _COMPLETE).touch()
+        fsync(scratch)
+        entry = self.path(kind, key)
+        if entry.exists():  # an incomplete leftover: has() was False under the lock
+            shutil.rmtree(entry)
+        os.rename(scratch, entry)
+        fsync(entry.parent)
 
     @contextmanager
     def lock(self, kind: str, key: str) -> Iterator[None]:

@@ -31,6 +31,7 @@ STORES = (".sqlite", ".db")
 """Suffixes of SQLite entries; removed only while no connection has them open."""
 _COMPANIONS = ("-wal", "-shm", "-journal")
 KEPT = {("contexts", "costs")}
+_PARTIAL = ".partial"
 """Entries prune never removes: the record of what contextualizing each corpus cost."""
 _TEMPORARY = re.compile(
     r"^\.(?P<key>.+?)\.(?P<pid>\d+)(?:\.[0-9a-f]{8})?\.tmp(?:\.old|-journal|-wal|-shm)?$"
@@ -52,10 +53,14 @@ class Entry:
     """When it was last used (written, or read by a run that touched it), seconds since epoch."""
     complete: bool
     temporary: bool = False
+    partial: bool = False
+    """What an interrupted index stored to resume from (``.<key>.partial``)."""
 
     @property
     def state(self) -> str:
-        return "temporary" if self.temporary else "complete" if self.complete else "incomplete"
+        if self.temporary or self.partial:
+            return "temporary" if self.temporary else "partial"
+        return "complete" if self.complete else "incomplete"
 
 
 def entries(cache: Cache) -> list[Entry]:
@@ -64,6 +69,8 @@ def entries(cache: Cache) -> list[Entry]:
     for folder in _kinds(cache):
         groups: dict[str, list[Path]] = {}
         for child in folder.iterdir():
+            if child.name.endswith(_PARTIAL) and child.is_dir():
+                found.append(_partial_entry(folder.name, child))
             if child.name.startswith("."):
                 continue
             if child.is_dir() and not child.is_symlink():
@@ -100,6 +107,10 @@ def prune(
     limit = older_than.total_seconds() if older_than is not None else None
 
     def chosen(entry: Entry) -> bool:
+        if entry.partial:  # kept to resume from, until as old as complete entries that go
+            return (kinds is None or entry.kind in kinds) and (
+                limit is None or now - entry.used >= limit
+            )
         if not entry.complete:
             return True
         if entry.key in (keep or ()) or (entry.kind, entry.key) in KEPT:
@@ -212,8 +223,15 @@ def _file_entry(kind: str, main: Path, files: list[Path]) -> Entry | None:
     return Entry(kind, key, main, sum(s.st_size for s in stats), used, True)
 
 
+def _partial_entry(kind: str, path: Path) -> Entry:
+    key = path.name[1 : -len(_PARTIAL)]
+    return Entry(kind, key, path, _size(path), _newest(path), False, partial=True)
+
+
 def _again(entry: Entry) -> Entry | None:
     """``entry`` as it is on disk now; None when it is gone."""
+    if entry.partial:
+        return _partial_entry(entry.kind, entry.path) if entry.path.is_dir() else None
     if entry.path.is_dir():
         return _directory_entry(entry.kind, entry.path)
     folder = entry.path.parent

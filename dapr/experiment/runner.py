@@ -133,7 +133,8 @@ class Runner:
                     self._recorded_cost(outcome, system, chain)
                 else:
                     items = self._items(outcome, spec.level, chain, system)
-                    with self.cache.writing("indexes", index_key) as store:
+                    resume = getattr(component, "resumable", False)
+                    with self.cache.writing("indexes", index_key, resume) as store:
                         component.index(items, store)
                     status = "computed"
                 component.load(self.cache.path("indexes", index_key))

@@ -10,6 +10,7 @@ length, the corpus fingerprint and the contextualizer: an encoded corpus is neve
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -20,9 +21,10 @@ import torch
 from tqdm.auto import tqdm
 
 from dapr.data import Run
+from dapr.io.files import write_bytes_atomic
 from dapr.models import revision, sentence_transformer
 from dapr.registry import Preset
-from dapr.retrievers.encoding import chunks, encoding_pool
+from dapr.retrievers.encoding import encoding_pool, shards
 from dapr.retrievers.exact import (
     TopK,
     candidate_rows,
@@ -69,6 +71,8 @@ class Dense:
     """
 
     version = "2"
+    resumable = True
+    """An interrupted :meth:`index` into the same store resumes from its stored shards."""
     presets = PRESETS
 
     def __init__(
@@ -133,14 +137,19 @@ class Dense:
         ids: list[str] = []
         progress = tqdm(desc=f"encoding with {self.document_name}", unit=" items", delay=1)
         with encoding_pool(encoder, self.devices) as pool:
-            for n, chunk in enumerate(chunks(items, _SHARD)):
+
+            def encode(chunk: list[tuple[str, str]], path: Path) -> None:
                 vectors = encoder.encode_document(
                     [text for _, text in chunk],
                     batch_size=self.batch_size,
                     convert_to_numpy=True,
                     pool=pool,
                 )
-                np.save(store / f"shard-{n:05d}.npy", np.asarray(vectors, dtype=np.float32))
+                buffer = io.BytesIO()
+                np.save(buffer, np.asarray(vectors, dtype=np.float32))
+                write_bytes_atomic(path, [buffer.getbuffer()])
+
+            for chunk in shards(items, store, _SHARD, ".npy", encode):
                 ids.extend(item_id for item_id, _ in chunk)
                 progress.update(len(chunk))
         progress.close()

@@ -24,6 +24,7 @@ retrieval) reading only the shards that hold them; there a candidate sharing no 
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -35,9 +36,10 @@ from tqdm.auto import tqdm
 
 from dapr.data import Run
 from dapr.errors import DaprError
+from dapr.io.files import write_bytes_atomic
 from dapr.models import load, revision
 from dapr.registry import Preset
-from dapr.retrievers.encoding import chunks, encoding_pool
+from dapr.retrievers.encoding import encoding_pool, shards
 from dapr.retrievers.exact import (
     TopK,
     candidate_rows,
@@ -71,6 +73,8 @@ class Sparse:
     """
 
     version = "1"
+    resumable = True
+    """An interrupted :meth:`index` into the same store resumes from its stored shards."""
     presets = PRESETS
 
     def __init__(
@@ -141,20 +145,22 @@ class Sparse:
 
         encoder = self._model(self.document_name)
         store.mkdir(parents=True, exist_ok=True)
-        for old in store.glob("shard-*.npz"):
-            old.unlink()
         ids: list[str] = []
         progress = tqdm(desc=f"encoding with {self.document_name}", unit=" items", delay=1)
         with encoding_pool(encoder, self.devices) as pool:
-            for n, chunk in enumerate(chunks(items, _SHARD)):
+
+            def encode(chunk: list[tuple[str, str]], path: Path) -> None:
                 vectors = encoder.encode_document(
                     [text for _, text in chunk],
                     batch_size=self.batch_size,
                     save_to_cpu=True,
                     pool=pool,
                 )
-                matrix = _to_scipy(vectors)
-                sp.save_npz(store / f"shard-{n:05d}.npz", matrix.tocsc(), compressed=False)
+                buffer = io.BytesIO()
+                sp.save_npz(buffer, _to_scipy(vectors).tocsc(), compressed=False)
+                write_bytes_atomic(path, [buffer.getbuffer()])
+
+            for chunk in shards(items, store, _SHARD, ".npz", encode):
                 ids.extend(item_id for item_id, _ in chunk)
                 progress.update(len(chunk))
         progress.close()
