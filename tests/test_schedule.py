@@ -98,3 +98,26 @@ def test_a_job_whose_worker_dies_is_retried(local_ray, wiki_slice, tmp_path):
 
     [done] = run_jobs(jobs, Cache(tmp_path / "cache"), use_ray=True, job=crash_once)
     assert marker.exists() and done.system == "bm25-a" and done.computed
+
+
+def test_dapr_run_with_ray_prints_the_jobs_and_the_results(
+    local_ray, wiki_slice, tmp_path, capsys, monkeypatch
+):
+    from dapr.cli import main
+
+    dataset, _ = wiki_slice
+    monkeypatch.setenv("DAPR_HOME", str(tmp_path / "home"))
+    path = tmp_path / "grid.yaml"
+    path.write_text(GRID.format(dataset=dataset))
+    assert main(["run", str(path), "--ray", "--out", str(tmp_path / "ray")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("4 retrieval jobs on Ray") and out.count("  job ") == 4
+    steps = [
+        line.split() for line in out.splitlines() if line.startswith("  ") and "job" not in line
+    ]
+    assert [s[2] for s in steps if s[0] == "search"] == ["cached"] * 4  # the jobs computed them
+    assert steps[-1][:3] == ["fuse", "fused", "computed"]
+    monkeypatch.setenv("DAPR_HOME", str(tmp_path / "home-sequential"))
+    assert main(["run", str(path), "--out", str(tmp_path / "sequential")]) == 0
+    for run in (tmp_path / "sequential" / "runs").iterdir():
+        assert (tmp_path / "ray" / "runs" / run.name).read_bytes() == run.read_bytes()

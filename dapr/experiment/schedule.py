@@ -123,7 +123,6 @@ def run_jobs(
 def _start_ray(address: str | None) -> None:
     import ray
 
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     if address:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     else:
