@@ -91,12 +91,12 @@ def test_dense_encoding_in_small_shards_gives_the_same_embeddings(tmp_path, monk
     assert list(sharded._ids) == [i for i, _ in ITEMS]
     assert [len(s) for s in sharded._shards] == [2, 2, 1]
     assert np.allclose(np.concatenate(sharded._shards), whole._shards[0], atol=1e-6)
-    assert sorted(p.name for p in (tmp_path / "sharded").iterdir()) == [
-        "ids.json",
+    assert sorted(p.name for p in (tmp_path / "sharded").glob("*.npy")) == [
         "shard-00000.npy",
         "shard-00001.npy",
         "shard-00002.npy",
     ]
+    assert len(list((tmp_path / "sharded").glob("shard-*.npy.done"))) == 3
     queries = {"pets": "young feline", "money": "stock exchange crash"}
     expected = whole.search(queries, 4).to_dict()
     got = sharded.search(queries, 4).to_dict()
