@@ -107,10 +107,11 @@ def json_object(line: str, at: str) -> dict[str, Any]:
 
 
 def _parquet_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Numbered rows (from 1) of a parquet file, read in batches."""
+    """Numbered rows (from 1) of a parquet file, read in batches. Without pre-buffering Arrow
+    holds one batch, not the whole compressed file (1.2 GB for an NQ-sized corpus)."""
     n = 0
     try:
-        with pq.ParquetFile(path) as parquet:
+        with pq.ParquetFile(path, pre_buffer=False) as parquet:
             for batch in parquet.iter_batches(batch_size=_BATCH_ROWS):
                 for row in batch.to_pylist():
                     n += 1

@@ -30,7 +30,7 @@ import os
 from array import array
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -80,8 +80,25 @@ def chinese_tokens(text: str, jieba) -> list[str]:
 # --- Lucene's English analyzer ---------------------------------------------------------------
 
 
-Postings = tuple[np.ndarray, np.ndarray, np.ndarray]
-"""Term ids, document positions and term frequencies (int32), sorted by term then document."""
+class Postings(NamedTuple):
+    """The postings of consecutive documents, sorted by term then document and stored compactly:
+    ``terms`` (ascending) has ``counts[i]`` postings each; per posting, its document's position
+    less ``first`` and its term frequency, each in the narrowest unsigned integer type that holds
+    them (3.6 bytes a posting on 2.7M passages, against 12 as three int32 columns)."""
+
+    terms: np.ndarray
+    counts: np.ndarray
+    docs: np.ndarray
+    tf: np.ndarray
+    first: int
+
+
+def _narrow(values: np.ndarray, largest: int) -> np.ndarray:
+    """Non-negative ``values`` (none above ``largest``) as uint8, uint16 or uint32."""
+    for kind in (np.uint8, np.uint16, np.uint32):
+        if largest <= np.iinfo(kind).max:
+            return values.astype(kind)
+    raise OverflowError(f"{largest} does not fit in 32 bits")
 
 
 def postings(tokens: np.ndarray, lengths: np.ndarray, first: int) -> Postings:
@@ -91,9 +108,17 @@ def postings(tokens: np.ndarray, lengths: np.ndarray, first: int) -> Postings:
     pairs = tokens.astype(np.int64) * count + np.repeat(np.arange(count), lengths)
     pairs.sort()
     starts = np.flatnonzero(np.concatenate((pairs[:1] >= 0, pairs[1:] != pairs[:-1])))
-    tf = np.diff(starts, append=len(pairs)).astype(np.int32)
+    tf = np.diff(starts, append=len(pairs))
     term, doc = np.divmod(pairs[starts], count)
-    return term.astype(np.int32), (doc + first).astype(np.int32), tf
+    del pairs, starts
+    bounds = np.flatnonzero(np.concatenate((term[:1] >= 0, term[1:] != term[:-1])))
+    return Postings(
+        terms=term[bounds].astype(np.int32),
+        counts=np.diff(bounds, append=len(term)),
+        docs=_narrow(doc, count - 1),
+        tf=_narrow(tf, int(tf.max(initial=0))),
+        first=first,
+    )
 
 
 def lucene_lengths(lengths: np.ndarray) -> np.ndarray:
@@ -123,9 +148,8 @@ def lucene_weights(
     documents = len(lengths)
     rank = np.arange(documents) if rank is None else rank
     df = np.zeros(terms, dtype=np.int64)
-    for term, _, _ in chunks:
-        found, count = np.unique(term, return_counts=True)
-        df[found] += count
+    for chunk in chunks:
+        df[chunk.terms] += chunk.counts
     counted = max(int(np.count_nonzero(lengths)), 1)
     idf = np.log(1 + (counted - df + 0.5) / (df + 0.5)).astype(np.float32)
     avgdl = np.float32(max(int(lengths.sum()), 1) / counted)
@@ -136,14 +160,17 @@ def lucene_weights(
     free = indptr[:-1].copy()  # where each term's next posting goes
     indices = np.empty(indptr[-1], dtype=np.int32)
     data = np.empty(indptr[-1], dtype=np.float32)
+    chunks.reverse()
     while chunks:
-        term, doc, tf = chunks.pop(0)
-        found, starts, count = np.unique(term, return_index=True, return_counts=True)
-        at = free[term] + np.arange(len(term)) - np.repeat(starts, count)
-        free[found] += count
+        chunk = chunks.pop()
+        term = np.repeat(chunk.terms, chunk.counts)
+        starts = np.cumsum(chunk.counts) - chunk.counts
+        at = free[term] + np.arange(len(term)) - np.repeat(starts, chunk.counts)
+        free[chunk.terms] += chunk.counts
+        doc = chunk.docs.astype(np.int64) + chunk.first
         weight = idf[term]
         indices[at] = rank[doc]
-        data[at] = weight - weight / (one + tf.astype(np.float32) * inverse[doc])
+        data[at] = weight - weight / (one + chunk.tf.astype(np.float32) * inverse[doc])
     return {"data": data, "indices": indices, "indptr": indptr, "num_docs": documents}
 
 
@@ -154,7 +181,8 @@ class BM25:
     """Lucene's BM25 variant (k1=0.9, b=0.4 by default) over Lucene's English analysis, or for
     ``language="zh"`` jieba's segmentation (see the module), on ``backend`` bm25s or pyserini
     (Lucene itself; ``java_heap`` bounds its JVM). ``threads`` (0: every core) index and search
-    with Lucene; the bm25s backend runs on one core."""
+    with Lucene; the bm25s backend runs on one core and searches its saved score matrix
+    memory-mapped, reading the columns of the query terms on demand."""
 
     version = "2"
 
@@ -231,11 +259,13 @@ class BM25:
         model.unique_token_ids_set = set(vocab.values())
         model.nonoccurrence_array = None
         store.mkdir(parents=True, exist_ok=True)
-        model.save(str(store / "bm25s"))
+        model.save(str(store / "bm25s"), show_progress=False)
+        del model  # searched from the saved matrix, memory-mapped as load() maps it
         (store / "ids.json").write_text(json.dumps(ids))
         if self.language != "en":
             (store / _LANGUAGE_FILE).write_text(json.dumps({"language": self.language}))
-        self._model, self._ids = model, np.array(ids, dtype=object)
+        self._model = bm25s.BM25.load(str(store / "bm25s"), mmap=True, show_progress=False)
+        self._ids = np.array(ids, dtype=object)
 
     def _postings(
         self, items: Iterable[tuple[str, str]], ids: list[str]
@@ -303,7 +333,8 @@ class BM25:
         self._check_language(
             store, json.loads(marker.read_text())["language"] if marker.is_file() else "en"
         )
-        self._model = bm25s.BM25.load(str(store / "bm25s"))
+        self._model = self._ids = None  # before the new index arrives, not after
+        self._model = bm25s.BM25.load(str(store / "bm25s"), mmap=True, show_progress=False)
         self._ids = np.array(json.loads((store / "ids.json").read_text()), dtype=object)
 
     def _check_language(self, store: Path, indexed: str) -> None:
