@@ -64,6 +64,18 @@ def category_counts(
     return {c: len(q) for c, q in category_members(per_query, labels, order).items()}
 
 
+def system_scores(entry: Mapping, system: str, metric: str, where: str) -> dict[str, float]:
+    """``{query_id: score}`` of ``metric`` in a metrics.json system entry, or a DaprError
+    (prefixed ``where``) listing the metrics it has."""
+    per_query = entry.get("per_query") or {}
+    if metric not in per_query:
+        raise DaprError(
+            f"{where}: system {system!r} has no per-query {metric!r}; choose from: "
+            f"{', '.join(per_query) or 'none'}"
+        )
+    return dict(per_query[metric])
+
+
 def category_table(
     metrics: Mapping,
     metric: str,
@@ -89,13 +101,7 @@ def category_table(
             raise DaprError(
                 f"metrics.json: no system {system!r}; choose from: {', '.join(have) or 'none'}"
             )
-        per_query = have[system].get("per_query") or {}
-        if metric not in per_query:
-            raise DaprError(
-                f"metrics.json: system {system!r} has no per-query {metric!r}; choose from: "
-                f"{', '.join(per_query) or 'none'}"
-            )
-        scores = {metric: per_query[metric]}
+        scores = {metric: system_scores(have[system], system, metric, "metrics.json")}
         table[system] = {c: m[metric] for c, m in category_means(scores, labels, order).items()}
         these = category_counts(scores, labels, order)
         if counts and these != counts:

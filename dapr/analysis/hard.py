@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from dapr.analysis.categories import system_scores
 from dapr.errors import DaprError
 
 HARD = "hard"
@@ -70,13 +71,7 @@ def gather_scores(
             raise DaprError(
                 f"hard subset: unknown system {name!r}; choose from: {', '.join(named) or 'none'}"
             )
-        per_query = aliases[name].get("per_query") or {}
-        if metric not in per_query:
-            raise DaprError(
-                f"hard subset: system {name!r} has no per-query {metric!r}; choose from: "
-                f"{', '.join(per_query) or 'none'}"
-            )
-        chosen[name] = dict(per_query[metric])
+        chosen[name] = system_scores(aliases[name], name, metric, "hard subset")
     return chosen
 
 

@@ -182,15 +182,7 @@ class Sparse:
             empty = [np.zeros(0, dtype=np.int64)] * len(qids)
             return Run.from_lists(qids, empty, empty, self._ids)
         use_all_cores()
-        encoder = self._model(self.query_name)
-        matrix = _to_scipy(
-            encoder.encode_query(
-                [queries[q] for q in qids],
-                batch_size=self.batch_size,
-                save_to_cpu=True,
-                show_progress_bar=len(qids) > 1000,
-            )
-        )
+        matrix = self._encode_queries([queries[q] for q in qids])
         dim = matrix.shape[1]
         workers = cores()
         size = min(self.query_batch, -(-len(qids) // workers))
@@ -211,6 +203,18 @@ class Sparse:
                 offset += inverted.shape[1]
         return _matching(tops, qids, self._ids)
 
+    def _encode_queries(self, texts: list[str]):
+        """The queries' sparse vectors, as a scipy CSR matrix (queries x vocabulary)."""
+        encoder = self._model(self.query_name)
+        return _to_scipy(
+            encoder.encode_query(
+                texts,
+                batch_size=self.batch_size,
+                save_to_cpu=True,
+                show_progress_bar=len(texts) > 1000,
+            )
+        )
+
     def score(self, queries: Mapping[str, str], candidates: Run) -> Run:
         """The items of ``candidates`` (its scores ignored) ranked for each of its queries that
         ``queries`` has, with the scores :meth:`search` gives them; candidates that are not in
@@ -221,15 +225,7 @@ class Sparse:
         qids, rows = candidate_rows(queries, candidates, self._ids)
         if not any(len(r) for r in rows):
             return Run.from_lists(qids, rows, [r.astype(np.float64) for r in rows], self._ids)
-        encoder = self._model(self.query_name)
-        matrix = _to_scipy(
-            encoder.encode_query(
-                [queries[q] for q in qids],
-                batch_size=self.batch_size,
-                save_to_cpu=True,
-                show_progress_bar=len(qids) > 1000,
-            )
-        )
+        matrix = self._encode_queries([queries[q] for q in qids])
         sizes = [_rows(path) for path in self._shards]
         opened: dict[int, Any] = {}
 
