@@ -13,6 +13,7 @@ import random
 import numpy as np
 import pytest
 from test_late_interaction import WORDS, tiny_colbert
+from test_sparse import ITEMS
 
 from dapr.data import Run
 from dapr.retrievers import dense, exact, late_interaction, sparse
@@ -21,15 +22,6 @@ from dapr.retrievers.dense import Dense
 from dapr.retrievers.late_interaction import LateInteraction
 from dapr.retrievers.sparse import Sparse
 
-ITEMS = [
-    ("a", "The cat sat on the mat near the door."),
-    ("b", "Dogs are running fast in the park."),
-    ("c", "Cats and dogs can live together."),
-    ("d", "Stock markets fell sharply today as investors sold shares."),
-    ("e", "A kitten is a young domestic cat."),
-    ("f", "The central bank raised interest rates to fight inflation."),
-    ("g", "Volcanoes erupt when hot magma rises to the surface."),
-]
 QUERIES = {
     "pets": "a cat and a kitten",
     "money": "stock markets and interest rates",
