@@ -109,3 +109,13 @@ def wiki_splits(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("data") / "wiki-splits"
     write_dataset(Dataset("wiki-splits", Corpus(documents), splits), path)
     return path
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """A real local Ray of 2 CPUs for the tests of one module."""
+    ray = pytest.importorskip("ray")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()

@@ -12,7 +12,6 @@ from pathlib import Path
 from dapr import registry
 from dapr.contextualizers.title import Title
 from dapr.data import Document
-from dapr.retrievers import dense
 from dapr.retrievers.bm25 import BM25
 from dapr.retrievers.dense import Dense
 
@@ -46,7 +45,7 @@ class SlowDense(Dense):
     """The dense retriever storing shards of 40 items, pausing before each."""
 
     def index(self, items: Iterable[tuple[str, str]], store: Path) -> None:
-        dense._SHARD = 40
+        self.shard_size = 40
 
         def slowly():
             for n, item in enumerate(items):

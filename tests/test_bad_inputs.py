@@ -192,6 +192,12 @@ def sweep_over_unknown_system(kit: Kit) -> Bad:
 
 
 @case
+def encoders_not_a_number(kit: Kit) -> Bad:
+    path = kit.experiment(resources={"encoders": "four"})
+    return Bad(kit.run(path, "--ray"), ("bad.yaml", "resources.encoders"), "must be an integer")
+
+
+@case
 def split_the_dataset_lacks(kit: Kit) -> Bad:
     path = kit.experiment(split="train")
     return Bad(kit.run(path), ("'train'",), "choose from: dev, test")

@@ -80,13 +80,10 @@ def test_dense_cosine_matches_manual_computation(tmp_path):
         assert run[item] == pytest.approx(float(expected), abs=1e-5)
 
 
-def test_dense_encoding_in_small_shards_gives_the_same_embeddings(tmp_path, monkeypatch):
-    from dapr.retrievers import dense
-
+def test_dense_encoding_in_small_shards_gives_the_same_embeddings(tmp_path):
     whole = Dense()
     whole.index(ITEMS, tmp_path / "whole")
-    monkeypatch.setattr(dense, "_SHARD", 2)  # 5 items -> 3 shards, searched in order
-    sharded = Dense()
+    sharded = Dense(shard_size=2)  # 5 items -> 3 shards, searched in order
     sharded.index(ITEMS, tmp_path / "sharded")
     assert list(sharded._ids) == [i for i, _ in ITEMS]
     assert [len(s) for s in sharded._shards] == [2, 2, 1]

@@ -7,8 +7,6 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
-
 from dapr.experiment.cache import Cache
 from dapr.experiment.config import load
 from dapr.experiment.schedule import plan, run_job, run_jobs
@@ -45,15 +43,6 @@ def test_plan_runs_shared_systems_once_and_rerankers_after_their_first_stage(tmp
     assert ce.after == jobs[0].key and set(ce.experiment.retrievers) == {"bm25-a", "ce"}
     assert all(not j.experiment.fusion and j.experiment.sweep is None for j in jobs)
     assert len(plan([first, replace(first, split="dev")])) == 8  # another split, other runs
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray = pytest.importorskip("ray")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
 
 
 def test_ray_runs_independent_jobs_in_parallel_with_the_sequential_results(

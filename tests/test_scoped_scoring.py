@@ -16,7 +16,7 @@ from test_late_interaction import WORDS, tiny_colbert
 from test_sparse import ITEMS
 
 from dapr.data import Run
-from dapr.retrievers import dense, exact, late_interaction, sparse
+from dapr.retrievers import exact, late_interaction
 from dapr.retrievers.bm25 import BM25
 from dapr.retrievers.dense import Dense
 from dapr.retrievers.late_interaction import LateInteraction
@@ -38,11 +38,9 @@ def indexed(request, tmp_path_factory):
     store = tmp_path_factory.mktemp(request.param)
     with pytest.MonkeyPatch.context() as patch:
         if request.param == "dense":
-            patch.setattr(dense, "_SHARD", 3)
-            retriever = Dense(block_size=2)
+            retriever = Dense(block_size=2, shard_size=3)
         elif request.param == "sparse":
-            patch.setattr(sparse, "_SHARD", 3)
-            retriever = Sparse(model="splade-tiny", block_size=2)
+            retriever = Sparse(model="splade-tiny", block_size=2, shard_size=3)
         elif request.param == "bm25":
             retriever = BM25()
         else:

@@ -9,7 +9,6 @@ from tiny_models import tiny_bert
 from dapr.errors import DaprError
 from dapr.models import resolve
 from dapr.registry import with_preset
-from dapr.retrievers import sparse
 from dapr.retrievers.sparse import Sparse
 
 ITEMS = [
@@ -77,13 +76,11 @@ def test_sparse_scores_are_dot_products_of_the_encoders_own_vectors(indexed):
         assert run[qid] == pytest.approx(expected, rel=1e-5)
 
 
-def test_sparse_blocks_shards_and_query_batches_do_not_change_the_run(
-    indexed, tmp_path, monkeypatch
-):
+def test_sparse_blocks_shards_and_query_batches_do_not_change_the_run(indexed, tmp_path):
     retriever, _ = indexed
     whole = retriever.search(QUERIES, k=4)
-    monkeypatch.setattr(sparse, "_SHARD", 3)  # 8 items -> shards of 3, 3 and 2
-    small = Sparse(model=TINY, block_size=2, query_batch=1)
+    # 8 items -> shards of 3, 3 and 2
+    small = Sparse(model=TINY, block_size=2, query_batch=1, shard_size=3)
     small.index(ITEMS, tmp_path)
     assert sorted(p.name for p in tmp_path.glob("*.npz")) == [
         "shard-00000.npz",

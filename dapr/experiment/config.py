@@ -87,7 +87,9 @@ class Experiment:
     maxp: tuple[str, ...] = ()
     """Passage-level systems also evaluated as document runs by MaxP (the paper's Table 4)."""
     resources: dict[str, float] = field(default_factory=dict)
-    """What each retrieval job asks Ray for: ``gpus_per_job``, ``cpus_per_job``."""
+    """What each retrieval job asks Ray for (``gpus_per_job``, ``cpus_per_job``), and how many
+    Ray Data actors encode a neural index's corpus (``encoders``; 0 or absent: the job encodes
+    it itself), each with ``gpus_per_encoder`` GPUs and ``cpus_per_encoder`` CPUs."""
 
 
 _TOP = {
@@ -141,7 +143,13 @@ _SWEEP = {
     "subset": (str, type(None)),
 }
 _RANGE = {"start": (int, float), "stop": (int, float), "step": (int, float)}
-_RESOURCES = {"gpus_per_job": (int, float), "cpus_per_job": (int, float)}
+_RESOURCES = {
+    "gpus_per_job": (int, float),
+    "cpus_per_job": (int, float),
+    "encoders": int,
+    "gpus_per_encoder": (int, float),
+    "cpus_per_encoder": (int, float),
+}
 CATEGORY_SOURCES = ("dataset", "title_mention")
 
 

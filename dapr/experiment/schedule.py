@@ -7,7 +7,8 @@ Without Ray the same jobs run one after another in this process. With Ray each j
 that asks for ``resources.gpus_per_job`` GPUs and ``resources.cpus_per_job`` CPUs, writes into
 the shared cache (``$DAPR_HOME``: a shared file system on a cluster) and is retried when its
 worker dies. Jobs that compute the same cache entry wait on that entry's lock, so nothing is
-computed twice even across concurrent runs.
+computed twice even across concurrent runs. With ``resources.encoders`` a job building a dense or
+sparse index hands its corpus shards to that many Ray Data actors (see :func:`encoding`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from dapr.experiment.cache import Cache, content_key
 from dapr.experiment.config import Experiment
+from dapr.retrievers.encoding import RayEncoding
 
 RETRIES = 3
 """How often a job whose worker died is started again."""
@@ -83,12 +85,30 @@ def run_job(job: Job, cache_root: str, *_after: Done) -> Done:
     """Compute (or find cached) the run of ``job`` in the cache at ``cache_root`` (``_after``:
     the jobs it waited for)."""
     from dapr.experiment.runner import Runner
+    from dapr.retrievers.encoding import ray_encoding
 
     started = time.time()
-    outcome = Runner(job.experiment, Cache(Path(cache_root))).run(evaluate=())
+    with ray_encoding(encoding(job.experiment.resources)):
+        outcome = Runner(job.experiment, Cache(Path(cache_root))).run(evaluate=())
     computed = tuple(f"{s.kind} {s.system}" for s in outcome.steps if s.status == "computed")
     return Done(
         job.key, job.system, socket.gethostname(), os.getpid(), started, time.time(), computed
+    )
+
+
+def encoding(resources: dict[str, float]) -> RayEncoding | None:
+    """How a job on Ray encodes a corpus: with ``resources.encoders`` Ray Data actors (asking
+    ``gpus_per_encoder``, by default ``gpus_per_job``, and ``cpus_per_encoder`` CPUs), or by
+    itself (None) when there are none or Ray is not running in this process."""
+    import sys
+
+    workers = int(resources.get("encoders", 0))
+    if not workers or "ray" not in sys.modules or not sys.modules["ray"].is_initialized():
+        return None
+    return RayEncoding(
+        workers=workers,
+        gpus=resources.get("gpus_per_encoder", resources.get("gpus_per_job", 0)),
+        cpus=resources.get("cpus_per_encoder", 1),
     )
 
 

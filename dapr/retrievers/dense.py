@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +67,9 @@ class Dense:
     (DRAGON+ style). Pooling and similarity are the model's own unless overridden.
 
     ``batch_size``, ``block_size`` (items scored at once), ``query_batch`` (queries scored at
-    once), ``device`` and ``devices`` (a list encodes with one process per device; by default
-    every GPU when there are several) change speed and memory, never the results.
+    once), ``device``, ``devices`` (a list encodes with one process per device; by default
+    every GPU when there are several) and ``shard_size`` (items a shard file holds: the unit of
+    resuming and of Ray encoding) change speed and memory, never the results.
     """
 
     version = "2"
@@ -90,6 +92,7 @@ class Dense:
         query_batch: int = 1024,
         device: str | None = None,
         devices: list[str] | None = None,
+        shard_size: int = _SHARD,
     ):
         self.query_name = query_model or model
         self.document_name = document_model or model
@@ -103,6 +106,7 @@ class Dense:
         self.query_batch = query_batch
         self.device = device
         self.devices = devices
+        self.shard_size = shard_size
         self._models: dict[str, Any] = {}
         self._shards: list[np.ndarray] = []
         self._ids: np.ndarray | None = None
@@ -137,24 +141,35 @@ class Dense:
         ids: list[str] = []
         progress = tqdm(desc=f"encoding with {self.document_name}", unit=" items", delay=1)
         with encoding_pool(encoder, self.devices) as pool:
-
-            def encode(chunk: list[tuple[str, str]], path: Path) -> None:
-                vectors = encoder.encode_document(
-                    [text for _, text in chunk],
-                    batch_size=self.batch_size,
-                    convert_to_numpy=True,
-                    pool=pool,
-                )
-                buffer = io.BytesIO()
-                np.save(buffer, np.asarray(vectors, dtype=np.float32))
-                write_bytes_atomic(path, [buffer.getbuffer()])
-
-            for chunk in shards(items, store, _SHARD, ".npy", encode):
+            for chunk in shards(
+                items,
+                store,
+                self.shard_size,
+                ".npy",
+                partial(self.write_shard, pool=pool),
+                writer=self,
+            ):
                 ids.extend(item_id for item_id, _ in chunk)
                 progress.update(len(chunk))
         progress.close()
         (store / "ids.json").write_text(json.dumps(ids))
         self.load(store)
+
+    def write_shard(self, chunk: list[tuple[str, str]], path: Path, pool: Any = None) -> None:
+        """Encode ``chunk`` into the shard file ``path`` (float32 ``.npy``), atomically."""
+        vectors = self._model(self.document_name).encode_document(
+            [text for _, text in chunk],
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            pool=pool,
+        )
+        buffer = io.BytesIO()
+        np.save(buffer, np.asarray(vectors, dtype=np.float32))
+        write_bytes_atomic(path, [buffer.getbuffer()])
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (for a Ray worker) with its settings only: models and shards load there."""
+        return {**self.__dict__, "_models": {}, "_shards": [], "_ids": None}
 
     def load(self, store: Path) -> None:
         self._shards = [np.load(p, mmap_mode="r") for p in sorted(store.glob("shard-*.npy"))]

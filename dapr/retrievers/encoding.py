@@ -1,18 +1,58 @@
 """What the neural retrievers share: items in chunks stored as shards that an interrupted
-index resumes from, and encoding on several devices."""
+index resumes from, and encoding on several devices: a sentence-transformers pool over this
+machine's GPUs, or Ray Data actors over a cluster's (:func:`ray_encoding`)."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
 
 from dapr.io.files import write_bytes_atomic
 
 T = TypeVar("T")
+Chunk = list[tuple[str, str]]
+
+
+class ShardWriter(Protocol):
+    """What Ray encoding workers receive (pickled, without loaded models): an object that
+    encodes a chunk of ``(id, text)`` items into the shard file ``path``, atomically."""
+
+    def write_shard(self, chunk: Chunk, path: Path) -> None: ...
+
+
+@dataclass(frozen=True)
+class RayEncoding:
+    """Encode shards with Ray Data ``map_batches`` over ``workers`` actors, each holding
+    ``gpus`` GPUs and ``cpus`` CPUs; ``window`` shards are handed out at a time."""
+
+    workers: int
+    gpus: float = 0
+    cpus: float = 1
+    window: int = 0
+    """Shards per Ray Data pass (0: sixteen per worker): each pass starts its actors (and loads
+    the model) anew, and holds its texts in memory."""
+
+
+_RAY_ENCODING: ContextVar[RayEncoding | None] = ContextVar("ray_encoding", default=None)
+
+
+@contextmanager
+def ray_encoding(setting: RayEncoding | None) -> Iterator[None]:
+    """Within this block (and with Ray initialised), indexes of retrievers that pass a
+    ``writer`` to :func:`shards` encode their shards on Ray actors as ``setting`` says."""
+    token = _RAY_ENCODING.set(setting)
+    try:
+        yield
+    finally:
+        _RAY_ENCODING.reset(token)
 
 
 def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
@@ -27,25 +67,112 @@ def shards(
     store: Path,
     size: int,
     suffix: str,
-    encode: Callable[[list[tuple[str, str]], Path], None],
-) -> Iterator[list[tuple[str, str]]]:
+    encode: Callable[[Chunk, Path], None],
+    writer: ShardWriter | None = None,
+) -> Iterator[Chunk]:
     """Store every chunk of ``size`` items as ``store/shard-NNNNN<suffix>`` with ``encode(chunk,
     path)``, and yield the chunks in order.
 
     A chunk that an earlier, interrupted attempt already stored (the same ids and texts, as its
     ``.done`` marker records) is not encoded again: filling the same ``store`` again resumes.
     ``encode`` must write ``path`` atomically (see :func:`dapr.io.files.write_bytes_atomic`).
+    Inside :func:`ray_encoding`, chunks go to Ray actors calling ``writer.write_shard`` instead
+    (``store`` must then be on a file system the actors share).
     """
+    setting = _RAY_ENCODING.get()
+    if writer is not None and setting is not None:
+        yield from _on_ray(items, store, size, suffix, writer, setting)
+        return
     for n, chunk in enumerate(chunks(items, size)):
         path = store / f"shard-{n:05d}{suffix}"
-        marker = path.with_name(path.name + ".done")
-        digest = hashlib.sha256()
-        for item_id, text in chunk:
-            digest.update(f"{len(item_id)}:{item_id}{len(text)}:{text}".encode())
-        if not (marker.is_file() and path.is_file() and marker.read_text() == digest.hexdigest()):
+        if not _stored(chunk, path):
             encode(chunk, path)
-            write_bytes_atomic(marker, [digest.hexdigest().encode()])
+            _mark(chunk, path)
         yield chunk
+
+
+def _digest(chunk: Chunk) -> str:
+    digest = hashlib.sha256()
+    for item_id, text in chunk:
+        digest.update(f"{len(item_id)}:{item_id}{len(text)}:{text}".encode())
+    return digest.hexdigest()
+
+
+def _marker(path: Path) -> Path:
+    return path.with_name(path.name + ".done")
+
+
+def _stored(chunk: Chunk, path: Path) -> bool:
+    marker = _marker(path)
+    return marker.is_file() and path.is_file() and marker.read_text() == _digest(chunk)
+
+
+def _mark(chunk: Chunk, path: Path) -> None:
+    write_bytes_atomic(_marker(path), [_digest(chunk).encode()])
+
+
+def _on_ray(
+    items: Iterable[tuple[str, str]],
+    store: Path,
+    size: int,
+    suffix: str,
+    writer: ShardWriter,
+    setting: RayEncoding,
+) -> Iterator[Chunk]:
+    """:func:`shards` with the missing shards of each window encoded by Ray Data actors."""
+    window = setting.window or 16 * setting.workers
+    held: list[tuple[Chunk, Path]] = []
+    missing: list[tuple[Chunk, Path]] = []
+    for n, chunk in enumerate(chunks(items, size)):
+        path = store / f"shard-{n:05d}{suffix}"
+        held.append((chunk, path))
+        if not _stored(chunk, path):
+            missing.append((chunk, path))
+        if len(missing) >= window:
+            _encode_on_ray(missing, writer, setting)
+            yield from (chunk for chunk, _ in held)
+            held, missing = [], []
+    _encode_on_ray(missing, writer, setting)
+    yield from (chunk for chunk, _ in held)
+
+
+def _encode_on_ray(
+    missing: list[tuple[Chunk, Path]], writer: ShardWriter, setting: RayEncoding
+) -> None:
+    """Write and mark the shards of ``missing`` with one Ray Data pass."""
+    if not missing:
+        return
+    import ray.data
+
+    rows = [
+        {"ids": [i for i, _ in chunk], "texts": [t for _, t in chunk], "path": str(path)}
+        for chunk, path in missing
+    ]
+    encoded = ray.data.from_items(rows).map_batches(
+        _ShardActor,
+        fn_constructor_args=(writer,),
+        batch_size=1,
+        concurrency=min(setting.workers, len(rows)),
+        num_gpus=setting.gpus,
+        num_cpus=setting.cpus,
+    )
+    written = {row["path"] for row in encoded.iter_rows()}
+    for chunk, path in missing:
+        if str(path) not in written or not path.is_file():
+            raise RuntimeError(f"Ray encoding returned without writing {path}")
+        _mark(chunk, path)
+
+
+class _ShardActor:
+    """A Ray Data actor: one loaded encoder writing the shards it is given."""
+
+    def __init__(self, writer: ShardWriter):
+        self.writer = writer
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        for ids, texts, path in zip(batch["ids"], batch["texts"], batch["path"]):
+            self.writer.write_shard(list(zip(map(str, ids), map(str, texts))), Path(path))
+        return {"path": batch["path"]}
 
 
 def gpus() -> list[str]:

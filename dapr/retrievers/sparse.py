@@ -28,6 +28,7 @@ import io
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +67,9 @@ class Sparse:
 
     ``batch_size`` (texts per forward pass), ``block_size`` (items scored at once),
     ``query_batch`` (queries per sparse product, at most; the queries are split among the
-    cores), ``device`` and ``devices`` (a list encodes with one process per device; by default
-    every GPU when there are several) change speed and memory, never the results. Search holds
+    cores), ``device``, ``devices`` (a list encodes with one process per device; by default
+    every GPU when there are several) and ``shard_size`` (items a shard file holds: the unit of
+    resuming and of Ray encoding) change speed and memory, never the results. Search holds
     about ``12 * query_batch * block_size`` bytes per core (dense scores, the sparse product
     they come from, the running top ``k``) besides one shard of the index.
     """
@@ -88,8 +90,10 @@ class Sparse:
         query_batch: int = 1024,
         device: str | None = None,
         devices: list[str] | None = None,
+        shard_size: int = _SHARD,
     ):
         for name, value in (
+            ("shard_size", shard_size),
             ("max_length", max_length),
             ("batch_size", batch_size),
             ("block_size", block_size),
@@ -105,6 +109,7 @@ class Sparse:
         self.query_batch = query_batch
         self.device = device
         self.devices = devices
+        self.shard_size = shard_size
         self._models: dict[str, Any] = {}
         self._shards: list[Path] = []
         self._ids: np.ndarray | None = None
@@ -141,31 +146,43 @@ class Sparse:
         return self._models[name]
 
     def index(self, items: Iterable[tuple[str, str]], store: Path) -> None:
-        import scipy.sparse as sp
-
         encoder = self._model(self.document_name)
         store.mkdir(parents=True, exist_ok=True)
         ids: list[str] = []
         progress = tqdm(desc=f"encoding with {self.document_name}", unit=" items", delay=1)
         with encoding_pool(encoder, self.devices) as pool:
-
-            def encode(chunk: list[tuple[str, str]], path: Path) -> None:
-                vectors = encoder.encode_document(
-                    [text for _, text in chunk],
-                    batch_size=self.batch_size,
-                    save_to_cpu=True,
-                    pool=pool,
-                )
-                buffer = io.BytesIO()
-                sp.save_npz(buffer, _to_scipy(vectors).tocsc(), compressed=False)
-                write_bytes_atomic(path, [buffer.getbuffer()])
-
-            for chunk in shards(items, store, _SHARD, ".npz", encode):
+            for chunk in shards(
+                items,
+                store,
+                self.shard_size,
+                ".npz",
+                partial(self.write_shard, pool=pool),
+                writer=self,
+            ):
                 ids.extend(item_id for item_id, _ in chunk)
                 progress.update(len(chunk))
         progress.close()
         (store / "ids.json").write_text(json.dumps(ids))
         self.load(store)
+
+    def write_shard(self, chunk: list[tuple[str, str]], path: Path, pool: Any = None) -> None:
+        """Encode ``chunk`` into the shard file ``path`` (an uncompressed CSC ``.npz``),
+        atomically."""
+        import scipy.sparse as sp
+
+        vectors = self._model(self.document_name).encode_document(
+            [text for _, text in chunk],
+            batch_size=self.batch_size,
+            save_to_cpu=True,
+            pool=pool,
+        )
+        buffer = io.BytesIO()
+        sp.save_npz(buffer, _to_scipy(vectors).tocsc(), compressed=False)
+        write_bytes_atomic(path, [buffer.getbuffer()])
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (for a Ray worker) with its settings only: models and shards load there."""
+        return {**self.__dict__, "_models": {}, "_shards": [], "_ids": None}
 
     def load(self, store: Path) -> None:
         self._shards = sorted(store.glob("shard-*.npz"))

@@ -1,0 +1,139 @@
+"""Corpus encoding on Ray Data actors: shards written by several worker processes, in order,
+resumable, and the same embeddings as encoding in the job itself."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tiny_models import tiny_bert
+
+from dapr.experiment.cache import Cache
+from dapr.experiment.config import load
+from dapr.experiment.schedule import encoding, plan, run_job, run_jobs
+from dapr.io.files import write_bytes_atomic
+from dapr.retrievers.encoding import RayEncoding, chunks, ray_encoding, shards
+
+ITEMS = [(f"p{i}", f"text {i}") for i in range(11)]
+
+
+def _pid_writer():
+    """A writer that stores its process id beside the texts (defined here so that Ray pickles
+    it by value)."""
+
+    class PidWriter:
+        def write_shard(self, chunk, path):
+            text = f"{os.getpid()}\n" + "|".join(t for _, t in chunk)
+            write_bytes_atomic(path, [text.encode()])
+
+    return PidWriter()
+
+
+def _never(chunk, path):
+    raise AssertionError(f"encoded {path} in the driver")
+
+
+def _stored(store: Path) -> dict[str, tuple[int, str]]:
+    """Shard name -> (writer pid, texts)."""
+    out = {}
+    for path in sorted(store.glob("shard-*.txt")):
+        pid, texts = path.read_text().split("\n")
+        out[path.name] = (int(pid), texts)
+    return out
+
+
+def test_without_ray_encoding_the_writer_is_not_used(tmp_path):
+    encoded = []
+    list(shards(ITEMS, tmp_path, 4, ".txt", lambda c, p: encoded.append(p.name), _pid_writer()))
+    assert encoded == ["shard-00000.txt", "shard-00001.txt", "shard-00002.txt"]
+    assert encoding({"encoders": 2}) is None  # Ray is not running yet: the first test
+
+
+def test_shards_are_encoded_by_ray_actors_in_order_and_resume(local_ray, tmp_path):
+    setting = RayEncoding(workers=2, cpus=0.5, window=4)
+    with ray_encoding(setting):
+        got = list(shards(ITEMS, tmp_path, 2, ".txt", _never, writer=_pid_writer()))
+    assert got == list(chunks(ITEMS, 2))
+    stored = _stored(tmp_path)
+    assert [texts for _, texts in stored.values()] == [
+        "|".join(t for _, t in chunk) for chunk in chunks(ITEMS, 2)
+    ]
+    # six shards in two windows, written by two actor processes, none by this one
+    assert len(stored) == 6 and len(list(tmp_path.glob("*.done"))) == 6
+    pids = {pid for pid, _ in stored.values()}
+    assert len(pids) >= 2 and os.getpid() not in pids
+    # a shard whose marker is gone is the only one written again
+    (tmp_path / "shard-00004.txt.done").unlink()
+    with ray_encoding(setting):
+        assert list(shards(ITEMS, tmp_path, 2, ".txt", _never, writer=_pid_writer())) == got
+    again = _stored(tmp_path)
+    assert {n for n in stored if again[n] != stored[n]} <= {"shard-00004.txt"}
+    assert [texts for _, texts in again.values()] == [texts for _, texts in stored.values()]
+
+
+EXPERIMENT = """
+name: encoders
+dataset: {dataset}
+resources: {{cpus_per_job: 1, encoders: 2, cpus_per_encoder: 0.5}}
+retrievers:
+  dense: {{name: dense, args: {{model: {model}, pooling: mean, shard_size: 3}}}}
+"""
+
+
+@pytest.fixture(scope="module")
+def dense_job(wiki_slice, tmp_path_factory):
+    from dapr.io import read_dataset
+
+    dataset, _ = wiki_slice
+    root = tmp_path_factory.mktemp("ray-encoding")
+    texts = [p.text for p in read_dataset(dataset).corpus.passages()]
+    path = root / "encoders.yaml"
+    model = tiny_bert(root / "tiny-bert", texts)
+    path.write_text(EXPERIMENT.format(dataset=dataset, model=model))
+    [job] = plan([load(path)])
+    return job
+
+
+def _index(cache: Path) -> tuple[list[str], np.ndarray]:
+    [store] = [p for p in (cache / "indexes").iterdir() if not p.name.startswith(".")]
+    ids = json.loads((store / "ids.json").read_text())
+    vectors = np.concatenate([np.load(p) for p in sorted(store.glob("shard-*.npy"))])
+    return ids, vectors
+
+
+@pytest.fixture(scope="module")
+def encoded_alone(dense_job, tmp_path_factory) -> tuple[list[str], np.ndarray]:
+    """The index as the job encodes it by itself (no encoders)."""
+    cache = tmp_path_factory.mktemp("alone")
+    alone = replace(dense_job, experiment=replace(dense_job.experiment, resources={}))
+    assert run_job(alone, str(cache)).computed == ("index dense", "search dense")
+    ids, vectors = _index(cache)
+    assert len(ids) == len(vectors) > 24  # ten shards
+    return ids, vectors
+
+
+def test_a_dense_index_encoded_by_ray_actors_equals_one_encoded_by_the_job(
+    encoded_alone, local_ray, dense_job, tmp_path, monkeypatch
+):
+    from dapr.retrievers.dense import Dense
+
+    assert encoding(dense_job.experiment.resources) == RayEncoding(workers=2, gpus=0, cpus=0.5)
+    # in this (Ray-initialised) process the job hands every shard to the actors
+    monkeypatch.setattr(Dense, "write_shard", _never)
+    done = run_job(dense_job, str(tmp_path))
+    assert done.computed == ("index dense", "search dense")
+    ids, vectors = _index(tmp_path)
+    assert ids == encoded_alone[0]
+    np.testing.assert_allclose(vectors, encoded_alone[1], atol=1e-6)
+
+
+def test_a_job_on_ray_encodes_with_actors_of_its_own(encoded_alone, local_ray, dense_job, tmp_path):
+    [done] = run_jobs([dense_job], Cache(tmp_path), use_ray=True)
+    assert done.computed == ("index dense", "search dense") and done.pid != os.getpid()
+    ids, vectors = _index(tmp_path)
+    assert ids == encoded_alone[0]
+    np.testing.assert_allclose(vectors, encoded_alone[1], atol=1e-6)
