@@ -192,9 +192,9 @@ def sweep_over_unknown_system(kit: Kit) -> Bad:
 
 
 @case
-def encoders_not_a_number(kit: Kit) -> Bad:
-    path = kit.experiment(resources={"encoders": "four"})
-    return Bad(kit.run(path, "--ray"), ("bad.yaml", "resources.encoders"), "must be an integer")
+def actors_not_a_number(kit: Kit) -> Bad:
+    path = kit.experiment(resources={"actors": "four"})
+    return Bad(kit.run(path, "--ray"), ("bad.yaml", "resources.actors"), "must be an integer")
 
 
 @case

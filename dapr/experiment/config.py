@@ -87,9 +87,10 @@ class Experiment:
     maxp: tuple[str, ...] = ()
     """Passage-level systems also evaluated as document runs by MaxP (the paper's Table 4)."""
     resources: dict[str, float] = field(default_factory=dict)
-    """What each retrieval job asks Ray for (``gpus_per_job``, ``cpus_per_job``), and how many
-    Ray Data actors encode a neural index's corpus (``encoders``; 0 or absent: the job encodes
-    it itself), each with ``gpus_per_encoder`` GPUs and ``cpus_per_encoder`` CPUs."""
+    """What each retrieval job asks Ray for (``gpus_per_job``, ``cpus_per_job``), and over how
+    many Ray actors it spreads encoding and contextualizing its corpus (``actors``; 0 or
+    absent: it does that itself), each with ``gpus_per_actor`` GPUs and ``cpus_per_actor``
+    CPUs."""
 
 
 _TOP = {
@@ -146,9 +147,9 @@ _RANGE = {"start": (int, float), "stop": (int, float), "step": (int, float)}
 _RESOURCES = {
     "gpus_per_job": (int, float),
     "cpus_per_job": (int, float),
-    "encoders": int,
-    "gpus_per_encoder": (int, float),
-    "cpus_per_encoder": (int, float),
+    "actors": int,
+    "gpus_per_actor": (int, float),
+    "cpus_per_actor": (int, float),
 }
 CATEGORY_SOURCES = ("dataset", "title_mention")
 

@@ -7,8 +7,9 @@ Without Ray the same jobs run one after another in this process. With Ray each j
 that asks for ``resources.gpus_per_job`` GPUs and ``resources.cpus_per_job`` CPUs, writes into
 the shared cache (``$DAPR_HOME``: a shared file system on a cluster) and is retried when its
 worker dies. Jobs that compute the same cache entry wait on that entry's lock, so nothing is
-computed twice even across concurrent runs. With ``resources.encoders`` a job building a dense or
-sparse index hands its corpus shards to that many Ray Data actors (see :func:`encoding`).
+computed twice even across concurrent runs. With ``resources.actors`` a job spreads its corpus
+work over that many Ray actors: it hands the shards of a dense or sparse index to Ray Data
+actors and the documents it contextualizes to chain actors (see :func:`actors`).
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from dapr.actors import Actors, on_actors
 from dapr.experiment.cache import Cache, content_key
 from dapr.experiment.config import Experiment
-from dapr.retrievers.encoding import RayEncoding
 
 RETRIES = 3
 """How often a job whose worker died is started again."""
@@ -85,10 +86,9 @@ def run_job(job: Job, cache_root: str, *_after: Done) -> Done:
     """Compute (or find cached) the run of ``job`` in the cache at ``cache_root`` (``_after``:
     the jobs it waited for)."""
     from dapr.experiment.runner import Runner
-    from dapr.retrievers.encoding import ray_encoding
 
     started = time.time()
-    with ray_encoding(encoding(job.experiment.resources)):
+    with on_actors(actors(job.experiment.resources)):
         outcome = Runner(job.experiment, Cache(Path(cache_root))).run(evaluate=())
     computed = tuple(f"{s.kind} {s.system}" for s in outcome.steps if s.status == "computed")
     return Done(
@@ -96,19 +96,19 @@ def run_job(job: Job, cache_root: str, *_after: Done) -> Done:
     )
 
 
-def encoding(resources: dict[str, float]) -> RayEncoding | None:
-    """How a job on Ray encodes a corpus: with ``resources.encoders`` Ray Data actors (asking
-    ``gpus_per_encoder``, by default ``gpus_per_job``, and ``cpus_per_encoder`` CPUs), or by
-    itself (None) when there are none or Ray is not running in this process."""
+def actors(resources: dict[str, float]) -> Actors | None:
+    """The actors a job on Ray spreads its corpus work over: ``resources.actors`` of them, each
+    asking ``gpus_per_actor`` (by default ``gpus_per_job``) GPUs and ``cpus_per_actor`` CPUs;
+    None when there are none or Ray is not running in this process."""
     import sys
 
-    workers = int(resources.get("encoders", 0))
-    if not workers or "ray" not in sys.modules or not sys.modules["ray"].is_initialized():
+    count = int(resources.get("actors", 0))
+    if not count or "ray" not in sys.modules or not sys.modules["ray"].is_initialized():
         return None
-    return RayEncoding(
-        workers=workers,
-        gpus=resources.get("gpus_per_encoder", resources.get("gpus_per_job", 0)),
-        cpus=resources.get("cpus_per_encoder", 1),
+    return Actors(
+        count=count,
+        gpus=resources.get("gpus_per_actor", resources.get("gpus_per_job", 0)),
+        cpus=resources.get("cpus_per_actor", 1),
     )
 
 

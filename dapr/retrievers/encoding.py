@@ -1,20 +1,19 @@
 """What the neural retrievers share: items in chunks stored as shards that an interrupted
 index resumes from, and encoding on several devices: a sentence-transformers pool over this
-machine's GPUs, or Ray Data actors over a cluster's (:func:`ray_encoding`)."""
+machine's GPUs, or Ray Data actors over a cluster's (:mod:`dapr.actors`)."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from dapr import actors
 from dapr.io.files import write_bytes_atomic
 
 T = TypeVar("T")
@@ -26,33 +25,6 @@ class ShardWriter(Protocol):
     encodes a chunk of ``(id, text)`` items into the shard file ``path``, atomically."""
 
     def write_shard(self, chunk: Chunk, path: Path) -> None: ...
-
-
-@dataclass(frozen=True)
-class RayEncoding:
-    """Encode shards with Ray Data ``map_batches`` over ``workers`` actors, each holding
-    ``gpus`` GPUs and ``cpus`` CPUs; ``window`` shards are handed out at a time."""
-
-    workers: int
-    gpus: float = 0
-    cpus: float = 1
-    window: int = 0
-    """Shards per Ray Data pass (0: sixteen per worker): each pass starts its actors (and loads
-    the model) anew, and holds its texts in memory."""
-
-
-_RAY_ENCODING: ContextVar[RayEncoding | None] = ContextVar("ray_encoding", default=None)
-
-
-@contextmanager
-def ray_encoding(setting: RayEncoding | None) -> Iterator[None]:
-    """Within this block (and with Ray initialised), indexes of retrievers that pass a
-    ``writer`` to :func:`shards` encode their shards on Ray actors as ``setting`` says."""
-    token = _RAY_ENCODING.set(setting)
-    try:
-        yield
-    finally:
-        _RAY_ENCODING.reset(token)
 
 
 def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
@@ -76,10 +48,10 @@ def shards(
     A chunk that an earlier, interrupted attempt already stored (the same ids and texts, as its
     ``.done`` marker records) is not encoded again: filling the same ``store`` again resumes.
     ``encode`` must write ``path`` atomically (see :func:`dapr.io.files.write_bytes_atomic`).
-    Inside :func:`ray_encoding`, chunks go to Ray actors calling ``writer.write_shard`` instead
-    (``store`` must then be on a file system the actors share).
+    Inside :func:`dapr.actors.on_actors`, missing chunks go to Ray Data actors calling
+    ``writer.write_shard`` instead (``store`` must then be on a file system they share).
     """
-    setting = _RAY_ENCODING.get()
+    setting = actors.current()
     if writer is not None and setting is not None:
         yield from _on_ray(items, store, size, suffix, writer, setting)
         return
@@ -117,10 +89,10 @@ def _on_ray(
     size: int,
     suffix: str,
     writer: ShardWriter,
-    setting: RayEncoding,
+    setting: actors.Actors,
 ) -> Iterator[Chunk]:
     """:func:`shards` with the missing shards of each window encoded by Ray Data actors."""
-    window = setting.window or 16 * setting.workers
+    window = setting.window or 16 * setting.count
     held: list[tuple[Chunk, Path]] = []
     missing: list[tuple[Chunk, Path]] = []
     for n, chunk in enumerate(chunks(items, size)):
@@ -137,7 +109,7 @@ def _on_ray(
 
 
 def _encode_on_ray(
-    missing: list[tuple[Chunk, Path]], writer: ShardWriter, setting: RayEncoding
+    missing: list[tuple[Chunk, Path]], writer: ShardWriter, setting: actors.Actors
 ) -> None:
     """Write and mark the shards of ``missing`` with one Ray Data pass."""
     if not missing:
@@ -152,7 +124,7 @@ def _encode_on_ray(
         _ShardActor,
         fn_constructor_args=(writer,),
         batch_size=1,
-        concurrency=min(setting.workers, len(rows)),
+        concurrency=min(setting.count, len(rows)),
         num_gpus=setting.gpus,
         num_cpus=setting.cpus,
     )

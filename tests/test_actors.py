@@ -1,5 +1,6 @@
-"""Corpus encoding on Ray Data actors: shards written by several worker processes, in order,
-resumable, and the same embeddings as encoding in the job itself."""
+"""Corpus work spread over Ray actors: index shards written by Ray Data actors (in order,
+resumable, the same embeddings as the job's own), documents contextualized by chain actors
+(the same texts, nothing computed in the job)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ import numpy as np
 import pytest
 from tiny_models import tiny_bert
 
+from dapr.actors import Actors, on_actors
 from dapr.experiment.cache import Cache
 from dapr.experiment.config import load
-from dapr.experiment.schedule import encoding, plan, run_job, run_jobs
+from dapr.experiment.schedule import actors, plan, run_job, run_jobs
 from dapr.io.files import write_bytes_atomic
-from dapr.retrievers.encoding import RayEncoding, chunks, ray_encoding, shards
+from dapr.retrievers.encoding import chunks, shards
 
 ITEMS = [(f"p{i}", f"text {i}") for i in range(11)]
 
@@ -37,6 +39,30 @@ def _never(chunk, path):
     raise AssertionError(f"encoded {path} in the driver")
 
 
+def test_without_ray_encoding_the_writer_is_not_used(tmp_path):
+    encoded = []
+    list(shards(ITEMS, tmp_path, 4, ".txt", lambda c, p: encoded.append(p.name), _pid_writer()))
+    assert encoded == ["shard-00000.txt", "shard-00001.txt", "shard-00002.txt"]
+    assert actors({"actors": 2}) is None  # Ray is not running yet: the first test of the module
+
+
+def test_documents_are_contextualized_by_chain_actors(local_ray, wiki_slice, tmp_path, monkeypatch):
+    from dapr.contextualizers import pipeline
+    from dapr.contextualizers.pipeline import Chain, ContextStep, Cost, contextualize_corpus
+    from dapr.io import read_dataset
+
+    corpus = read_dataset(wiki_slice[0]).corpus
+    chain = Chain([ContextStep("keyphrases", {"n": 3}), ContextStep("title")])
+    alone = list(contextualize_corpus(corpus, chain, tmp_path / "alone", Cost(chain.label)))
+    monkeypatch.setattr(pipeline, "CHUNK", 4)  # 12 documents: 3 chunks for 2 actors
+    monkeypatch.setattr(pipeline, "_timed", _never)  # this process computes nothing
+    cost = Cost(chain.label)
+    with on_actors(Actors(count=2, cpus=0.5)):
+        spread = list(contextualize_corpus(corpus, chain, tmp_path / "actors", cost))
+    assert [(d.id, texts) for d, texts in spread] == [(d.id, texts) for d, texts in alone]
+    assert cost.workers == 2 and cost.computed == cost.documents == 12
+
+
 def _stored(store: Path) -> dict[str, tuple[int, str]]:
     """Shard name -> (writer pid, texts)."""
     out = {}
@@ -46,16 +72,9 @@ def _stored(store: Path) -> dict[str, tuple[int, str]]:
     return out
 
 
-def test_without_ray_encoding_the_writer_is_not_used(tmp_path):
-    encoded = []
-    list(shards(ITEMS, tmp_path, 4, ".txt", lambda c, p: encoded.append(p.name), _pid_writer()))
-    assert encoded == ["shard-00000.txt", "shard-00001.txt", "shard-00002.txt"]
-    assert encoding({"encoders": 2}) is None  # Ray is not running yet: the first test
-
-
 def test_shards_are_encoded_by_ray_actors_in_order_and_resume(local_ray, tmp_path):
-    setting = RayEncoding(workers=2, cpus=0.5, window=4)
-    with ray_encoding(setting):
+    setting = Actors(count=2, cpus=0.5, window=4)
+    with on_actors(setting):
         got = list(shards(ITEMS, tmp_path, 2, ".txt", _never, writer=_pid_writer()))
     assert got == list(chunks(ITEMS, 2))
     stored = _stored(tmp_path)
@@ -68,7 +87,7 @@ def test_shards_are_encoded_by_ray_actors_in_order_and_resume(local_ray, tmp_pat
     assert len(pids) >= 2 and os.getpid() not in pids
     # a shard whose marker is gone is the only one written again
     (tmp_path / "shard-00004.txt.done").unlink()
-    with ray_encoding(setting):
+    with on_actors(setting):
         assert list(shards(ITEMS, tmp_path, 2, ".txt", _never, writer=_pid_writer())) == got
     again = _stored(tmp_path)
     assert {n for n in stored if again[n] != stored[n]} <= {"shard-00004.txt"}
@@ -76,9 +95,9 @@ def test_shards_are_encoded_by_ray_actors_in_order_and_resume(local_ray, tmp_pat
 
 
 EXPERIMENT = """
-name: encoders
+name: actors
 dataset: {dataset}
-resources: {{cpus_per_job: 1, encoders: 2, cpus_per_encoder: 0.5}}
+resources: {{cpus_per_job: 1, actors: 2, cpus_per_actor: 0.5}}
 retrievers:
   dense: {{name: dense, args: {{model: {model}, pooling: mean, shard_size: 3}}}}
 """
@@ -91,7 +110,7 @@ def dense_job(wiki_slice, tmp_path_factory):
     dataset, _ = wiki_slice
     root = tmp_path_factory.mktemp("ray-encoding")
     texts = [p.text for p in read_dataset(dataset).corpus.passages()]
-    path = root / "encoders.yaml"
+    path = root / "actors.yaml"
     model = tiny_bert(root / "tiny-bert", texts)
     path.write_text(EXPERIMENT.format(dataset=dataset, model=model))
     [job] = plan([load(path)])
@@ -107,7 +126,7 @@ def _index(cache: Path) -> tuple[list[str], np.ndarray]:
 
 @pytest.fixture(scope="module")
 def encoded_alone(dense_job, tmp_path_factory) -> tuple[list[str], np.ndarray]:
-    """The index as the job encodes it by itself (no encoders)."""
+    """The index as the job encodes it by itself (no actors)."""
     cache = tmp_path_factory.mktemp("alone")
     alone = replace(dense_job, experiment=replace(dense_job.experiment, resources={}))
     assert run_job(alone, str(cache)).computed == ("index dense", "search dense")
@@ -121,7 +140,7 @@ def test_a_dense_index_encoded_by_ray_actors_equals_one_encoded_by_the_job(
 ):
     from dapr.retrievers.dense import Dense
 
-    assert encoding(dense_job.experiment.resources) == RayEncoding(workers=2, gpus=0, cpus=0.5)
+    assert actors(dense_job.experiment.resources) == Actors(count=2, gpus=0, cpus=0.5)
     # in this (Ray-initialised) process the job hands every shard to the actors
     monkeypatch.setattr(Dense, "write_shard", _never)
     done = run_job(dense_job, str(tmp_path))
