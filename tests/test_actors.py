@@ -23,12 +23,14 @@ from dapr.retrievers.encoding import chunks, shards
 ITEMS = [(f"p{i}", f"text {i}") for i in range(11)]
 
 
-def _pid_writer():
-    """A writer that stores its process id beside the texts (defined here so that Ray pickles
-    it by value)."""
+def _pid_writer(fail_on: str | None = None):
+    """A writer that stores its process id beside the texts, and fails on the shard named
+    ``fail_on`` (defined here so that Ray pickles it by value)."""
 
     class PidWriter:
         def write_shard(self, chunk, path):
+            if path.name == fail_on:
+                raise OSError(f"cannot write {path.name}")
             text = f"{os.getpid()}\n" + "|".join(t for _, t in chunk)
             write_bytes_atomic(path, [text.encode()])
 
@@ -92,6 +94,20 @@ def test_shards_are_encoded_by_ray_actors_in_order_and_resume(local_ray, tmp_pat
     again = _stored(tmp_path)
     assert {n for n in stored if again[n] != stored[n]} <= {"shard-00004.txt"}
     assert [texts for _, texts in again.values()] == [texts for _, texts in stored.values()]
+
+
+def test_a_failed_pass_keeps_the_shards_actors_stored_before(local_ray, tmp_path):
+    items = [(f"p{i}", f"text {i}") for i in range(18)]  # nine shards
+    setting = Actors(count=2, cpus=0.5)
+    with on_actors(setting), pytest.raises(Exception, match="cannot write shard-00008"):
+        list(shards(items, tmp_path, 2, ".txt", _never, writer=_pid_writer("shard-00008.txt")))
+    kept = _stored(tmp_path)
+    # each shard an actor wrote is marked at once, though its pass failed
+    assert 1 <= len(kept) <= 8 and len(list(tmp_path.glob("*.done"))) == len(kept)
+    with on_actors(setting):
+        list(shards(items, tmp_path, 2, ".txt", _never, writer=_pid_writer()))
+    again = _stored(tmp_path)
+    assert len(again) == 9 and all(again[name] == kept[name] for name in kept)
 
 
 EXPERIMENT = """

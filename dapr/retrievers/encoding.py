@@ -111,7 +111,8 @@ def _on_ray(
 def _encode_on_ray(
     missing: list[tuple[Chunk, Path]], writer: ShardWriter, setting: actors.Actors
 ) -> None:
-    """Write and mark the shards of ``missing`` with one Ray Data pass."""
+    """Write and mark the shards of ``missing`` with one Ray Data pass; each actor marks the
+    shards it stored as it goes."""
     if not missing:
         return
     import ray.data
@@ -130,9 +131,8 @@ def _encode_on_ray(
     )
     written = {row["path"] for row in encoded.iter_rows()}
     for chunk, path in missing:
-        if str(path) not in written or not path.is_file():
-            raise RuntimeError(f"Ray encoding returned without writing {path}")
-        _mark(chunk, path)
+        if str(path) not in written or not _stored(chunk, path):
+            raise RuntimeError(f"Ray encoding returned without storing {path}")
 
 
 class _ShardActor:
@@ -143,7 +143,9 @@ class _ShardActor:
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         for ids, texts, path in zip(batch["ids"], batch["texts"], batch["path"]):
-            self.writer.write_shard(list(zip(map(str, ids), map(str, texts))), Path(path))
+            chunk = list(zip(map(str, ids), map(str, texts)))
+            self.writer.write_shard(chunk, Path(path))
+            _mark(chunk, Path(path))  # at once: a pass killed later keeps this shard
         return {"path": batch["path"]}
 
 
