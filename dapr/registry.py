@@ -48,7 +48,10 @@ class Retriever(Protocol):
       read only the candidates' part of the index;
     - ``resumable = True``: :meth:`index` may find in ``store`` what an interrupted attempt
       stored, and continues from it (the dense and sparse retrievers skip stored shards); a
-      retriever without it always gets an empty ``store``.
+      retriever without it always gets an empty ``store``. Storing its items through
+      :func:`dapr.retrievers.encoding.shards` with ``writer=self`` (a ``write_shard(chunk,
+      path)`` method; the retriever must pickle without its loaded models) gives both resuming
+      and, in a job on Ray with ``resources.actors``, encoding on Ray Data actors.
     """
 
     version: str
