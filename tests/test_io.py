@@ -291,6 +291,10 @@ def test_failed_trec_write_keeps_the_old_file(tmp_path: Path) -> None:
     with pytest.raises(DataError) as error:
         write_trec_run(Run.from_dict({"q": {"bad id": 1.0}}), tmp_path / "run.trec", "sys")
     assert_one_line(error, "run.trec", "'bad id'")
+    nan = Run.from_dict({"q": {"a": 2.0}, "r": {"b": 1.0, "c": float("nan")}})
+    with pytest.raises(DataError) as error:
+        write_trec_run(nan, tmp_path / "run.trec", "sys")
+    assert_one_line(error, "run.trec", "'sys'", "item 'c' of query 'r'", "nan", "finite")
     assert [p.name for p in tmp_path.iterdir()] == ["qrels.txt"]
     assert read_trec_qrels(path) == {"q": {"d": 1}}
 

@@ -28,7 +28,8 @@ _RunColumns = tuple[np.ndarray, pa.Array, np.ndarray, pa.Array, np.ndarray]
 def write_trec_run(run: Run, path: Path, system: str) -> None:
     """Write ``qid Q0 docid rank score system`` lines in the run's order, ranks from 1.
 
-    Scores are written in the shortest form that reads back to the same float.
+    Scores are written in the shortest form that reads back to the same float; a NaN or
+    infinite score is refused.
     """
     path = Path(path)
     queries, vocab = _strings(run.queries), _strings(run.vocab)
@@ -37,6 +38,15 @@ def write_trec_run(run: Run, path: Path, system: str) -> None:
     check_tokens([str(system)], "system name", path)
     check_tokens(queries, "query id", path)
     check_tokens(np.array(vocab, dtype=object)[used].tolist(), "item id", path)
+    finite = np.isfinite(run.scores)
+    if not finite.all():
+        row = int(np.argmin(finite))
+        query = queries[int(np.searchsorted(run.offsets, row, side="right")) - 1]
+        raise DataError(
+            f"{path}: system {system!r} gave item {vocab[run.items[row]]!r} of query {query!r} "
+            f"the score {run.scores[row]}; a run file holds finite scores only: fix the system "
+            "(nothing was written)"
+        )
     write_bytes_atomic(path, _run_lines(run, queries, vocab, str(system)))
 
 
