@@ -59,10 +59,11 @@ def test_documents_are_contextualized_by_chain_actors(local_ray, wiki_slice, tmp
     monkeypatch.setattr(pipeline, "CHUNK", 4)  # 12 documents: 3 chunks for 2 actors
     monkeypatch.setattr(pipeline, "_timed", _never)  # this process computes nothing
     cost = Cost(chain.label)
-    with on_actors(Actors(count=2, cpus=0.5)):
+    # three actors of one CPU on a Ray of two: the third never starts, the others do the work
+    with on_actors(Actors(count=3, cpus=1)):
         spread = list(contextualize_corpus(corpus, chain, tmp_path / "actors", cost))
     assert [(d.id, texts) for d, texts in spread] == [(d.id, texts) for d, texts in alone]
-    assert cost.workers == 2 and cost.computed == cost.documents == 12
+    assert cost.workers == 3 and cost.computed == cost.documents == 12
 
 
 def _stored(store: Path) -> dict[str, tuple[int, str]]:
@@ -75,7 +76,7 @@ def _stored(store: Path) -> dict[str, tuple[int, str]]:
 
 
 def test_shards_are_encoded_by_ray_actors_in_order_and_resume(local_ray, tmp_path):
-    setting = Actors(count=2, cpus=0.5, window=4)
+    setting = Actors(count=2, cpus=1, window=4)
     with on_actors(setting):
         got = list(shards(ITEMS, tmp_path, 2, ".txt", _never, writer=_pid_writer()))
     assert got == list(chunks(ITEMS, 2))
@@ -113,7 +114,7 @@ def test_a_failed_pass_keeps_the_shards_actors_stored_before(local_ray, tmp_path
 EXPERIMENT = """
 name: actors
 dataset: {dataset}
-resources: {{cpus_per_job: 1, actors: 2, cpus_per_actor: 0.5}}
+resources: {{cpus_per_job: 1, actors: 2, cpus_per_actor: 1}}
 retrievers:
   dense: {{name: dense, args: {{model: {model}, pooling: mean, shard_size: 3}}}}
 """
@@ -156,7 +157,7 @@ def test_a_dense_index_encoded_by_ray_actors_equals_one_encoded_by_the_job(
 ):
     from dapr.retrievers.dense import Dense
 
-    assert actors(dense_job.experiment.resources) == Actors(count=2, gpus=0, cpus=0.5)
+    assert actors(dense_job.experiment.resources) == Actors(count=2, gpus=0, cpus=1)
     # in this (Ray-initialised) process the job hands every shard to the actors
     monkeypatch.setattr(Dense, "write_shard", _never)
     done = run_job(dense_job, str(tmp_path))
@@ -167,6 +168,7 @@ def test_a_dense_index_encoded_by_ray_actors_equals_one_encoded_by_the_job(
 
 
 def test_a_job_on_ray_encodes_with_actors_of_its_own(encoded_alone, local_ray, dense_job, tmp_path):
+    # the job holds one of the two CPUs: one actor of the two it asks for fits beside it
     [done] = run_jobs([dense_job], Cache(tmp_path), use_ray=True)
     assert done.computed == ("index dense", "search dense") and done.pid != os.getpid()
     ids, vectors = _index(tmp_path)

@@ -510,13 +510,16 @@ class _Pool:
 
 
 class _RayPool:
-    """Ray actors (each building the chain once), started at the first task; chunks go to them
-    in turn. Every step runs there, batching ones too (an actor may hold a GPU); an actor whose
-    process dies is restarted and its tasks retried."""
+    """Ray actors (each building the chain once), started at the first task; chunks go in turn
+    to those that have started, so actors the cluster has no room for do not stall the pass.
+    Every step runs there, batching ones too (an actor may hold a GPU); an actor whose process
+    dies is restarted and its tasks retried."""
 
     def __init__(self, chain: Chain, setting: actors.Actors):
         self.chain, self.setting = chain, setting
         self._actors: list[Any] = []
+        self._starting: dict[Any, Any] = {}
+        self._ready: list[Any] = []
         self._turn = 0
 
     @property
@@ -524,9 +527,9 @@ class _RayPool:
         return bool(self._actors)
 
     def submit(self, index: int, documents: list[Document]) -> Future:
-        if not self._actors:
-            import ray
+        import ray
 
+        if not self._actors:
             remote = ray.remote(
                 num_cpus=self.setting.cpus,
                 num_gpus=self.setting.gpus,
@@ -534,7 +537,16 @@ class _RayPool:
                 max_task_retries=actors.RETRIES,
             )(_ChainActor)
             self._actors = [remote.remote(self.chain) for _ in range(self.setting.count)]
-        actor = self._actors[self._turn % len(self._actors)]
+            self._starting = {actor.__ray_ready__.remote(): actor for actor in self._actors}
+        if self._starting:
+            waiting = list(self._starting)
+            ready, _ = ray.wait(waiting, num_returns=len(waiting), timeout=0)
+            if not ready and not self._ready:  # none has started yet: wait for the first
+                ready, _ = ray.wait(waiting, num_returns=1)
+            for ref in ready:
+                ray.get(ref)  # raises if the actor could not start
+                self._ready.append(self._starting.pop(ref))
+        actor = self._ready[self._turn % len(self._ready)]
         self._turn += 1
         return actor.work.remote(index, documents).future()
 
