@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -97,12 +98,21 @@ def test_shards_are_encoded_by_ray_actors_in_order_and_resume(local_ray, tmp_pat
     assert [texts for _, texts in again.values()] == [texts for _, texts in stored.values()]
 
 
+def _wait_for_free_cpus(ray, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while ray.available_resources().get("CPU", 0) < 2:
+        assert time.monotonic() < deadline, f"CPUs still held: {ray.available_resources()}"
+        time.sleep(0.2)
+
+
 def test_a_failed_pass_keeps_the_shards_actors_stored_before(local_ray, tmp_path):
     items = [(f"p{i}", f"text {i}") for i in range(18)]  # nine shards
     setting = Actors(count=2, cpus=0.5)
     with on_actors(setting), pytest.raises(Exception, match="cannot write shard-00008"):
         list(shards(items, tmp_path, 2, ".txt", _never, writer=_pid_writer("shard-00008.txt")))
     kept = _stored(tmp_path)
+    # the failed pass's actors are gone: later passes and jobs find the CPUs free
+    _wait_for_free_cpus(local_ray)
     # each shard an actor wrote is marked at once, though its pass failed
     assert 1 <= len(kept) <= 8 and len(list(tmp_path.glob("*.done"))) == len(kept)
     with on_actors(setting):

@@ -4,6 +4,7 @@ machine's GPUs, or Ray Data actors over a cluster's (:mod:`dapr.actors`)."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -115,13 +116,29 @@ def _encode_on_ray(
     shards it stored as it goes."""
     if not missing:
         return
-    import ray.data
-
     rows = [
         {"ids": [i for i, _ in chunk], "texts": [t for _, t in chunk], "path": str(path)}
         for chunk, path in missing
     ]
-    encoded = ray.data.from_items(rows).map_batches(
+    written, failure = _ray_pass(rows, writer, setting)
+    if failure is not None:
+        raise RuntimeError(f"encoding {len(rows)} shards on Ray actors failed: {failure}")
+    for chunk, path in missing:
+        if str(path) not in written or not _stored(chunk, path):
+            raise RuntimeError(f"Ray encoding returned without storing {path}")
+
+
+def _ray_pass(
+    rows: list[dict[str, Any]], writer: ShardWriter, setting: actors.Actors
+) -> tuple[set[str], str | None]:
+    """The paths one Ray Data pass over ``rows`` wrote, and what went wrong (None: nothing).
+
+    Ray Data frees a pass's actors (and their GPUs) only when the last reference to its
+    operators goes, which an exception's traceback would hold; the references are dropped
+    here, also when the pass failed, so later passes and jobs find the resources free."""
+    import ray.data
+
+    dataset = ray.data.from_items(rows).map_batches(
         _ShardActor,
         fn_constructor_args=(writer,),
         batch_size=1,
@@ -129,10 +146,16 @@ def _encode_on_ray(
         num_gpus=setting.gpus,
         num_cpus=setting.cpus,
     )
-    written = {row["path"] for row in encoded.iter_rows()}
-    for chunk, path in missing:
-        if str(path) not in written or not _stored(chunk, path):
-            raise RuntimeError(f"Ray encoding returned without storing {path}")
+    written: set[str] = set()
+    failure = None
+    try:
+        for row in dataset.iter_rows():
+            written.add(row["path"])
+    except Exception as error:  # noqa: BLE001 -- reported by the caller, without the traceback
+        failure = f"{type(error).__name__}: {error}"
+    del dataset
+    gc.collect()
+    return written, failure
 
 
 class _ShardActor:
