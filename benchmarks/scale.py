@@ -9,8 +9,8 @@ runner (an experiment file written beside it, ``$DAPR_HOME`` a fresh directory) 
 process of its own, so its peak RSS is its own; every step reuses the cached output of the
 steps before it, as a rerun does:
 
-- read: the dataset read and its corpus streamed twice, for the fingerprint and for the id
-  arrays, as every runner process below also does (this one outside the runner);
+- read: the dataset read and its corpus streamed once, for the fingerprint and the id arrays
+  together, as every runner process below also does (this one outside the runner);
 - index document / passage: BM25 over whole documents / passages (searching the probe query);
 - search document / passage: the cached index loaded, the queries searched (top 1,000);
 - fuse: the cached runs loaded, fused by ``convex`` (alpha 0.2) and evaluated.

@@ -132,9 +132,7 @@ def maxp(run: Run, ids: CorpusIds) -> Run:
 
     ``ids`` are the corpus's passage and document ids; a passage it does not know is dropped.
     """
-    index = {p: d for p, d in zip(ids.passage_ids.tolist(), ids.doc_of.tolist())}
-    doc_of = np.fromiter((index.get(p, -1) for p in run.vocab.tolist()), np.int64, len(run.vocab))
-    docs = doc_of[run.items]
+    docs = ids.document_of(run.vocab)[run.items]
     query_of = np.repeat(np.arange(len(run.queries)), np.diff(run.offsets))
     known = np.flatnonzero(docs >= 0)
     # rows are in rank order within a query, so a (query, document) pair's first row is its best
@@ -145,12 +143,17 @@ def maxp(run: Run, ids: CorpusIds) -> Run:
     np.cumsum(np.bincount(query_of[best], minlength=len(run.queries)), out=offsets[1:])
     items, scores = docs[best], run.scores[best]
     order = rank_order(offsets, items, scores)
-    return Run(run.queries, offsets, items[order], scores[order], ids.doc_ids)
+    vocab = np.asarray(ids.doc_ids, dtype=object)
+    return Run(run.queries, offsets, items[order], scores[order], vocab)
 
 
 def document_qrels(qrels: Qrels, ids: CorpusIds) -> Qrels:
-    """Document-level judgements: a document takes the best grade of its judged passages."""
-    doc_of = dict(zip(ids.passage_ids.tolist(), ids.doc_ids[ids.doc_of].tolist()))
+    """Document-level judgements: a document takes the best grade of its judged passages
+    (passages the corpus lacks are left out)."""
+    passages = list(dict.fromkeys(p for items in qrels.values() for p in items))
+    codes = ids.document_of(passages)
+    found = np.flatnonzero(codes >= 0)
+    doc_of = dict(zip([passages[i] for i in found.tolist()], ids.doc_ids[codes[found]].tolist()))
     out: Qrels = {}
     for qid, judged in qrels.items():
         docs: dict[str, int] = {}

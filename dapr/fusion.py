@@ -218,10 +218,7 @@ class Hierarchical(Convex):
         """Per query, every passage of its top ``documents`` documents (scores are 0): the
         candidates the passage retriever scores."""
         top = document_run.top(self.documents)
-        code_of = {doc: code for code, doc in enumerate(ids.doc_ids.tolist())}
-        doc_code = np.fromiter(
-            (code_of.get(d, -1) for d in top.vocab.tolist()), np.int64, len(top.vocab)
-        )
+        doc_code = ids.document_codes(top.vocab)
         order = np.argsort(ids.doc_of, kind="stable")
         starts = np.searchsorted(ids.doc_of[order], np.arange(len(ids.doc_ids) + 1))
         items = []

@@ -310,16 +310,17 @@ def _with_language(factory: object, args: dict, language: str) -> dict:
 
 
 def doc_codes(dataset: Dataset, passage_run: Run, document_run: Run) -> np.ndarray:
-    """For each passage of ``passage_run.vocab``, its document's code in ``document_run.vocab``."""
+    """For each passage of ``passage_run.vocab``, its document's code in ``document_run.vocab``
+    (-1 when the document run lacks the document, or the corpus the passage)."""
     ids = dataset.corpus.ids
-    doc_of_passage = dict(zip(ids.passage_ids.tolist(), ids.doc_of.tolist()))
-    code_of_doc = {doc: code for code, doc in enumerate(document_run.vocab.tolist())}
-    doc_ids = ids.doc_ids.tolist()
-    return np.fromiter(
-        (code_of_doc.get(doc_ids[doc_of_passage[p]], -1) for p in passage_run.vocab.tolist()),
-        dtype=np.int64,
-        count=len(passage_run.vocab),
-    )
+    in_run = ids.document_codes(document_run.vocab)
+    listed = np.flatnonzero(in_run >= 0)
+    run_code = np.full(len(ids.doc_ids), -1, dtype=np.int64)  # corpus document -> run code
+    run_code[in_run[listed]] = listed
+    codes = ids.document_of(passage_run.vocab)
+    found = codes >= 0
+    codes[found] = run_code[codes[found]]
+    return codes
 
 
 def _queries_hash(queries: Queries) -> str:
