@@ -421,6 +421,15 @@ class Run:
             out[qid] = dict(zip(ids.tolist(), scores.tolist()))
         return out
 
+    def not_finite(self) -> tuple[str, str, float] | None:
+        """The first ``(query, item, score)`` whose score is NaN or infinite, if any."""
+        finite = np.isfinite(self.scores)
+        if finite.all():
+            return None
+        row = int(np.argmin(finite))
+        query = self.queries[int(np.searchsorted(self.offsets, row, side="right")) - 1]
+        return str(query), str(self.vocab[self.items[row]]), float(self.scores[row])
+
     def top(self, k: int) -> Run:
         """The first ``k`` items of every query."""
         lengths = np.minimum(np.diff(self.offsets), k)

@@ -8,7 +8,7 @@ import pytest
 
 from dapr import registry
 from dapr.data import Run
-from dapr.errors import ConfigError
+from dapr.errors import ConfigError, DaprError
 from dapr.experiment.cache import Cache
 from dapr.experiment.config import load
 from dapr.experiment.runner import Runner
@@ -207,3 +207,15 @@ def test_cli_stops_with_one_line_and_status_2(wiki_slice, tmp_path, capsys, retr
     error = capsys.readouterr().err
     assert message in error and error.count("\n") == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_a_run_with_nan_scores_is_refused_and_not_stored(components, wiki_slice, tmp_path):
+    dataset, _ = wiki_slice
+    cache = Cache(tmp_path / "cache")
+    broken = _experiment(tmp_path, dataset, FIRST, ["retrievers.count.args.weight=.nan"])
+    refused = r"^search count: item '.+' of query '.+' got the score nan; nothing was stored"
+    with pytest.raises(DaprError, match=refused):
+        Runner(broken, cache).run()
+    assert not (tmp_path / "cache" / "runs").exists() or not [
+        p for p in (tmp_path / "cache" / "runs").iterdir() if not p.name.startswith(".")
+    ]

@@ -23,6 +23,7 @@ from dapr.contextualizers.pipeline import (
     recorded_cost,
 )
 from dapr.data import Dataset, Document, Queries, Run, Split
+from dapr.errors import DaprError
 from dapr.evaluation import Evaluation
 from dapr.evaluation import evaluate as evaluate_run
 from dapr.experiment.cache import Cache, content_key
@@ -264,6 +265,12 @@ class Runner:
                 return Run.load(self.cache.path("runs", key) / "run.npz")
             started = time.perf_counter()
             run = compute()
+            if (bad := run.not_finite()) is not None:
+                query, item, score = bad
+                raise DaprError(
+                    f"{kind} {system}: item {item!r} of query {query!r} got the score {score}; "
+                    "nothing was stored: fix the component that gave it (scores must be finite)"
+                )
             with self.cache.writing("runs", key) as entry:
                 run.save(entry / "run.npz")
         outcome.steps.append(Step(kind, system, "computed", time.perf_counter() - started))

@@ -38,14 +38,11 @@ def write_trec_run(run: Run, path: Path, system: str) -> None:
     check_tokens([str(system)], "system name", path)
     check_tokens(queries, "query id", path)
     check_tokens(np.array(vocab, dtype=object)[used].tolist(), "item id", path)
-    finite = np.isfinite(run.scores)
-    if not finite.all():
-        row = int(np.argmin(finite))
-        query = queries[int(np.searchsorted(run.offsets, row, side="right")) - 1]
+    if (bad := run.not_finite()) is not None:
+        query, item, score = bad
         raise DataError(
-            f"{path}: system {system!r} gave item {vocab[run.items[row]]!r} of query {query!r} "
-            f"the score {run.scores[row]}; a run file holds finite scores only: fix the system "
-            "(nothing was written)"
+            f"{path}: system {system!r} gave item {item!r} of query {query!r} the score {score}; "
+            "a run file holds finite scores only: fix the system (nothing was written)"
         )
     write_bytes_atomic(path, _run_lines(run, queries, vocab, str(system)))
 
