@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dapr.data import Run
+from dapr.data import IdIndex, Run
 
 
 def cores() -> int:
@@ -125,12 +125,7 @@ def candidate_rows(
     if candidates.vocab is ids or np.array_equal(candidates.vocab, ids):
         row_of_code = np.arange(len(ids), dtype=np.int64)
     else:
-        lookup = {item: row for row, item in enumerate(ids.tolist())}
-        row_of_code = np.fromiter(
-            (lookup.get(item, -1) for item in candidates.vocab.tolist()),
-            dtype=np.int64,
-            count=len(candidates.vocab),
-        )
+        row_of_code = IdIndex(ids).locate(candidates.vocab)
     bounds = candidates.offsets.tolist()
     qids: list[str] = []
     rows: list[np.ndarray] = []
