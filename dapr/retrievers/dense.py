@@ -13,19 +13,17 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterable, Mapping
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from dapr.data import Run
 from dapr.io.files import write_bytes_atomic
 from dapr.models import revision, sentence_transformer
 from dapr.registry import Preset
-from dapr.retrievers.encoding import encoding_pool, shards
+from dapr.retrievers.encoding import encode_into
 from dapr.retrievers.exact import (
     TopK,
     candidate_rows,
@@ -136,23 +134,7 @@ class Dense:
         return self._models[name]
 
     def index(self, items: Iterable[tuple[str, str]], store: Path) -> None:
-        encoder = self._model(self.document_name)
-        store.mkdir(parents=True, exist_ok=True)
-        ids: list[str] = []
-        progress = tqdm(desc=f"encoding with {self.document_name}", unit=" items", delay=1)
-        with encoding_pool(encoder, self.devices) as pool:
-            for chunk in shards(
-                items,
-                store,
-                self.shard_size,
-                ".npy",
-                partial(self.write_shard, pool=pool),
-                writer=self,
-            ):
-                ids.extend(item_id for item_id, _ in chunk)
-                progress.update(len(chunk))
-        progress.close()
-        (store / "ids.json").write_text(json.dumps(ids))
+        encode_into(self, self._model(self.document_name), items, store, ".npy")
         self.load(store)
 
     def write_shard(self, chunk: list[tuple[str, str]], path: Path, pool: Any = None) -> None:

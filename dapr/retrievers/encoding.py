@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import islice
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from dapr import actors
 from dapr.io.files import write_bytes_atomic
@@ -62,6 +64,42 @@ def shards(
             encode(chunk, path)
             _mark(chunk, path)
         yield chunk
+
+
+class ShardedEncoder(ShardWriter, Protocol):
+    """A retriever that :func:`encode_into` can fill a store for."""
+
+    document_name: str
+    devices: Sequence[str] | None
+    shard_size: int
+
+    def write_shard(self, chunk: Chunk, path: Path, pool: Any = None) -> None: ...
+
+
+def encode_into(
+    retriever: ShardedEncoder,
+    model: Any,
+    items: Iterable[tuple[str, str]],
+    store: Path,
+    suffix: str,
+) -> None:
+    """Fill ``store`` with ``retriever``'s shard files (``shard-NNNNN<suffix>``) of ``items``,
+    ``model`` encoding them on every device of its ``devices`` (or on Ray actors), and their
+    ids in ``ids.json``; an interrupted fill of the same ``store`` resumes (see
+    :func:`shards`)."""
+    store.mkdir(parents=True, exist_ok=True)
+    ids: list[str] = []
+    progress = tqdm(desc=f"encoding with {retriever.document_name}", unit=" items", delay=1)
+    with encoding_pool(model, retriever.devices) as pool:
+
+        def encode(chunk: Chunk, path: Path) -> None:
+            retriever.write_shard(chunk, path, pool=pool)
+
+        for chunk in shards(items, store, retriever.shard_size, suffix, encode, retriever):
+            ids.extend(item_id for item_id, _ in chunk)
+            progress.update(len(chunk))
+    progress.close()
+    (store / "ids.json").write_text(json.dumps(ids))
 
 
 def _digest(chunk: Chunk) -> str:
