@@ -18,16 +18,7 @@ import pytest
 
 pytest.importorskip("ray")
 
-GRID = """
-name: grid
-dataset: {dataset}
-resources: {{cpus_per_job: 1}}
-retrievers:
-  bm25-a: {{name: bm25, args: {{k1: 0.9}}}}
-  bm25-doc: {{name: bm25, level: document}}
-fusion:
-  fused: {{name: convex, document: bm25-doc, passage: bm25-a, args: {{alpha: 0.2}}}}
-"""
+from test_schedule import GRID  # noqa: E402  (four BM25 jobs and a fusion)
 
 
 def _free_port() -> int:
@@ -79,11 +70,11 @@ def test_dapr_run_joins_a_cluster_by_its_address(ray_head, wiki_slice, tmp_path)
         capture_output=True, text=True, env=env, timeout=600,
     )  # fmt: skip
     assert joined.returncode == 0, joined.stderr[-2000:]
-    assert joined.stdout.startswith("2 retrieval jobs on Ray")
+    assert joined.stdout.startswith("4 retrieval jobs on Ray")
     # each job ran in a worker process of that cluster (Ray names worker logs by their pid)
     pids = [int(p) for p in re.findall(r"  job \S+ +\S+?:(\d+)", joined.stdout)]
     workers = {int(f.stem.rsplit("-", 1)[1]) for f in temp.glob("session_*/logs/worker-*.out")}
-    assert len(pids) == 2 and set(pids) <= workers
+    assert len(pids) == 4 and set(pids) <= workers
     env["DAPR_HOME"] = str(tmp_path / "home-sequential")
     alone = subprocess.run(
         [dapr, "run", grid, "--out", tmp_path / "sequential"],
@@ -91,6 +82,6 @@ def test_dapr_run_joins_a_cluster_by_its_address(ray_head, wiki_slice, tmp_path)
     )  # fmt: skip
     assert alone.returncode == 0, alone.stderr[-2000:]
     runs = sorted((tmp_path / "sequential" / "runs").iterdir())
-    assert len(runs) == 3
+    assert len(runs) == 5
     for run in runs:
         assert (tmp_path / "cluster" / "runs" / run.name).read_bytes() == run.read_bytes()
