@@ -38,7 +38,7 @@ _WARM_UP = 100
 
 def vocabulary(size: int, seed: int) -> np.ndarray:
     """``size`` distinct pronounceable pseudo-words of 2-4 syllables, none a stop word."""
-    from dapr.retrievers.english import STOP_WORDS
+    from dapr.retrievers.support.english import STOP_WORDS
 
     rng = np.random.default_rng(seed)
     syllables = [c + v for c in "bcdfghjklmnprstvwz" for v in "aeiou"] + ["an", "el", "or", "is"]
@@ -87,7 +87,7 @@ def synthetic_queries(count: int, seed: int, words: int = 200_000) -> dict[str, 
 
 
 def wiki_sample() -> tuple[Iterator[tuple[str, str]], dict[str, str]]:
-    from dapr.registry import load_dataset
+    from dapr.datasets import load_dataset
 
     dataset = load_dataset("wiki-sample")
     queries = {q: t for split in dataset.splits.values() for q, t in split.queries.items()}

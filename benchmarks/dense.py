@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from dapr.data_loaders.wiki_sample import adapter as wiki_sample
 
-from dapr.models import sentence_transformer
+from dapr.checkpoints import sentence_transformer
 from dapr.retrievers.dense import Dense
-from data_loaders.wiki_sample import adapter as wiki_sample
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 

@@ -4,7 +4,7 @@ Writes ``--documents`` random unit vectors of ``--dim`` dimensions as memory-map
 (as the dense retriever stores a corpus) and ``--queries`` query vectors, then runs in separate
 processes, each using every core:
 
-- dapr: :func:`dapr.retrievers.exact.search_shards` over the memory-mapped shards;
+- dapr: :func:`dapr.retrievers.support.exact.search_shards` over the memory-mapped shards;
 - faiss: ``IndexFlatIP`` (exact), which first loads every vector into RAM.
 
 It prints time, queries/s, peak resident memory (file pages included) and peak anonymous memory
@@ -52,7 +52,7 @@ def shards(folder: Path) -> list[np.ndarray]:
 def run_dapr(folder: Path, k: int) -> tuple[np.ndarray, np.ndarray]:
     import torch
 
-    from dapr.retrievers.exact import search_shards
+    from dapr.retrievers.support.exact import search_shards
 
     queries = torch.from_numpy(np.load(folder / "queries.npy"))
     tops = search_shards(queries, shards(folder), k, lambda q, d: q @ d.T)

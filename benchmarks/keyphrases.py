@@ -39,7 +39,7 @@ def documents(wiki: int, xquad: int) -> list[tuple[str, str]]:
     """``(name, text)`` of the first ``wiki`` wiki-sample and ``xquad`` XQuAD articles."""
     from dapr.contextualizers.keyphrases import Keyphrases
     from dapr.data import Document, Passage
-    from dapr.registry import load_dataset
+    from dapr.datasets import load_dataset
 
     reader = Keyphrases()
     found = []

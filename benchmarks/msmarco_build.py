@@ -6,7 +6,7 @@ bodies get a few random character edits, so some passages match exactly, some wi
 some not at all. Two builds of the same files then run, each in its own process so that its peak
 RSS (``resource.getrusage``) is its own, each writing the dataset as JSON lines:
 
-- ``streaming``: ``data_loaders.msmarco`` (ijson, an SQLite store, a gzipped corpus spill);
+- ``streaming``: ``dapr.data_loaders.msmarco`` (ijson, an SQLite store, a gzipped corpus spill);
 - ``in-memory``: the reference builder's way: ``json.load`` of both QnA files, every document in
   a dict, lists of records, the same locating function and rules.
 
@@ -97,15 +97,16 @@ def _column(qna: dict, column: str, scale: int) -> Iterator[tuple[str, object]]:
 
 
 def build_streaming(source: Path):
-    from data_loaders.msmarco import adapter
+    from dapr.data_loaders.msmarco import adapter
 
     return adapter.build(source, split="qna")
 
 
 def build_in_memory(source: Path):
     """The reference's way: everything loaded, then matched and assembled in lists and dicts."""
+    from dapr.data_loaders import msmarco as m
+
     from dapr.data import Corpus, Dataset, Document, Passage, Split
-    from data_loaders import msmarco as m
 
     docs: dict[str, tuple[str, str, str]] = {}
     for line in (source / m.DOCS).read_text(encoding="utf-8").splitlines():
@@ -164,7 +165,7 @@ def build_in_memory(source: Path):
 
 def child(approach: str, source: Path, out: Path) -> None:
     """Build and write one way; print time, peak RSS and what was built as JSON."""
-    from dapr.io import write_dataset
+    from dapr.datasets import write_dataset
 
     started = time.perf_counter()
     build = build_streaming if approach == "streaming" else build_in_memory
@@ -201,8 +202,7 @@ def run_child(approach: str, source: Path, out: Path) -> dict:
 def compare_matchers(source: Path, pairs: int) -> tuple[float, float, int]:
     """Seconds per pair of the reference matcher and of ``locate``; how many spans differ."""
     import regex
-
-    from data_loaders.msmarco import locate
+    from dapr.data_loaders.msmarco import locate
 
     docs = {}
     for line in (source / "msmarco-docs.tsv").read_text(encoding="utf-8").splitlines()[:200]:

@@ -120,7 +120,7 @@ class Synthetic:
 
 def write_corpus(folder: Path, passages: int, documents: int, queries: int, seed: int) -> Path:
     """The dataset directory under ``folder`` for these parameters, written unless it exists."""
-    from dapr.io import write_dataset
+    from dapr.datasets import write_dataset
 
     out = folder / f"synthetic-{passages}p-{documents}d-{queries}q-seed{seed}"
     if out.is_dir():
@@ -199,7 +199,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with PeakMemory() as peak:
         if spec["step"] == "read":
-            from dapr.io import read_dataset
+            from dapr.datasets import read_dataset
 
             dataset = read_dataset(Path(spec["dataset"]))
             out["fingerprint"] = dataset.fingerprint

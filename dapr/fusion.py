@@ -21,8 +21,9 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from dapr.data import CorpusIds, Run, rank_order
+from dapr.data import Run, rank_order
 from dapr.errors import DaprError
+from dapr.ids import CorpusIds
 
 SOFT_ZERO = 1e-4
 """Floor of the min-max divisor, so a constant list normalises to zeros instead of dividing by 0."""
@@ -192,6 +193,8 @@ class Hierarchical(Convex):
 
     version = "1"
     kind = "hierarchical"
+    approach = "hierarchical"
+    """How result tables name it (:class:`dapr.interfaces.Described`)."""
 
     def __init__(
         self,

@@ -40,8 +40,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from dapr.adapters import LocalAdapter
 from dapr.data import SPLITS, Corpus, Dataset, Document, Passage, Qrels, Queries, Split
+from dapr.datasets.adapter import LocalAdapter
 from dapr.errors import DataError
 from dapr.io.rows import (
     jsonl_rows,

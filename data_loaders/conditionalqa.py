@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dapr.adapters import Adapter, RawFile
 from dapr.data import Corpus, Dataset, Document, Passage, Qrels, Queries, Split
+from dapr.datasets.adapter import Adapter, RawFile
 from dapr.errors import DataError
 from dapr.io.rows import check_type, required_field, show
 

@@ -51,8 +51,8 @@ from typing import Literal
 
 import numpy as np
 
-from dapr.adapters import Adapter
 from dapr.data import Corpus, Dataset, Document, Passage, Qrels, Queries, Split
+from dapr.datasets.adapter import Adapter
 from dapr.errors import DataError
 from dapr.io.rows import add_query, check_type, jsonl_rows, judge, required_field
 

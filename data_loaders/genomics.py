@@ -50,8 +50,8 @@ from html import unescape
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from dapr.adapters import Adapter, RawFile
 from dapr.data import Corpus, Dataset, Document, Passage, Qrels, Queries, Split
+from dapr.datasets.adapter import Adapter, RawFile
 from dapr.errors import DataError
 from dapr.io.rows import judge, text_lines
 

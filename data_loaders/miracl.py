@@ -39,8 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dapr.adapters import Adapter, RawFile
 from dapr.data import Corpus, Dataset, Document, Passage, Qrels, Queries, Split
+from dapr.datasets.adapter import Adapter, RawFile
 from dapr.errors import DataError
 from dapr.io.rows import (
     add_query,

@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from dapr.adapters import Adapter, RawFile
 from dapr.data import Corpus, Dataset, Document, Passage, Qrels, Queries, Split
+from dapr.datasets.adapter import Adapter, RawFile
 from dapr.errors import DataError
 from dapr.io.rows import check_type, json_object, required_field, show, text_lines
 
@@ -95,7 +95,7 @@ class NaturalQuestionsAdapter(Adapter):
 
     def require(self, source: Path, download: bool = False) -> None:
         """Like :meth:`Adapter.require`, accepting any name of :data:`RAW_NAMES`."""
-        from dapr.download import fetch
+        from dapr.datasets.download import fetch
 
         for raw, split in zip(self.raw_files, RAW_SPLITS):
             if find_raw(Path(source), split) is not None:

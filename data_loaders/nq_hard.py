@@ -44,8 +44,8 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from dapr.adapters import Adapter
 from dapr.data import Dataset, Split
+from dapr.datasets.adapter import Adapter
 from dapr.errors import DataError
 from dapr.io.rows import jsonl_rows, parquet_columns, show, table_rows
 
@@ -124,8 +124,8 @@ class NQHardAdapter(Adapter):
 
     def load(self, **options: Any) -> Dataset:
         """The prepared copy, else NaturalQuestions plus the hub's ``nq-hard`` labels."""
-        from dapr.io import read_dataset, write_dataset
-        from dapr.published import config_files
+        from dapr.datasets import read_dataset, write_dataset
+        from dapr.datasets.published import config_files
 
         if self.cached() or options:
             return super().load(**options)
@@ -139,10 +139,10 @@ class NQHardAdapter(Adapter):
 def _load_nq(path: Path | None) -> Dataset:
     """NaturalQuestions: the dataset built at ``path``, else the registered one."""
     if path is None:
-        from data_loaders.nq import adapter as nq_adapter
+        from dapr.data_loaders.nq import adapter as nq_adapter
 
         return nq_adapter.load()
-    from dapr.io import read_dataset
+    from dapr.datasets import read_dataset
 
     return read_dataset(Path(path).expanduser(), "NaturalQuestions")
 

@@ -31,11 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dapr.adapters import LocalAdapter
+from dapr.data_loaders.beir import id_of
+
 from dapr.data import Corpus, Dataset, Document, Passage, Split
+from dapr.datasets.adapter import LocalAdapter
 from dapr.errors import DataError
 from dapr.io.rows import check_type, optional_field, required_field
-from data_loaders.beir import id_of
 
 NAME = "squad"
 _NEEDS = "SQuAD JSON holds data: [{title, paragraphs: [{context, qas: [{id, question, answers}]}]}]"

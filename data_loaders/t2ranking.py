@@ -41,17 +41,18 @@ from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
-from dapr.adapters import Adapter, RawFile
-from dapr.data import Corpus, Dataset, Qrels, Queries, Split
-from dapr.errors import DataError
-from dapr.io.rows import add_query, judge, text_lines
-from data_loaders.dureader import (
+from dapr.data_loaders.dureader import (
     IdRows,
     JudgedPassages,
     check_collection,
     check_id,
     passage_documents,
 )
+
+from dapr.data import Corpus, Dataset, Qrels, Queries, Split
+from dapr.datasets.adapter import Adapter, RawFile
+from dapr.errors import DataError
+from dapr.io.rows import add_query, judge, text_lines
 
 NAME = "T2Ranking"
 HOME = "https://github.com/THUIR/T2Ranking"

@@ -39,11 +39,12 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from dapr.adapters import LocalAdapter
+from dapr.data_loaders.beir import id_of, is_integer
+
 from dapr.data import Corpus, Dataset, Document, Passage, Qrels, Queries, Split
+from dapr.datasets.adapter import LocalAdapter
 from dapr.errors import DataError
 from dapr.io.rows import jsonl_rows, judge, parse_number, required_field, text_lines
-from data_loaders.beir import id_of, is_integer
 
 NAME = "text-folder"
 SUFFIXES = (".txt", ".md")

@@ -47,8 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dapr.adapters import Adapter
 from dapr.data import Corpus, Dataset, Document, Passage, Qrels, Queries, Split
+from dapr.datasets.adapter import Adapter
 from dapr.errors import DataError
 from dapr.paths import home
 
@@ -370,7 +370,7 @@ class WikiSample(Adapter):
         return home() / "datasets" / f"{NAME}-{VERSION}"
 
     def load(self, **options: object) -> Dataset:
-        from dapr.io import read_dataset, write_dataset
+        from dapr.datasets import read_dataset, write_dataset
 
         if options:
             raise DataError(f"dataset {NAME!r} takes no options ({', '.join(options)})")

@@ -44,7 +44,7 @@ def hub_round_trip(tmp_path: Path) -> Callable[..., Dataset]:
     """Writes a dataset in the hub layout, reads it back and checks that nothing changed
     (fingerprint, corpus, queries and qrels of every split); returns what was read."""
 
-    from dapr.io import read_dataset, write_dataset  # after the offline settings above
+    from dapr.datasets import read_dataset, write_dataset  # after the offline settings above
 
     def round_trip(dataset: Dataset, fmt: str, name: str | None = None) -> Dataset:
         out = tmp_path / f"hub-{fmt}"
@@ -64,9 +64,10 @@ def hub_round_trip(tmp_path: Path) -> Callable[..., Dataset]:
 def wiki_slice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Split]:
     """The 12 shortest articles of wiki-sample and the test queries judged inside them,
     written as a dataset directory."""
+    from dapr.data_loaders.wiki_sample import adapter as wiki_sample
+
     from dapr.data import Corpus, Dataset, Split
-    from dapr.io import write_dataset
-    from data_loaders.wiki_sample import adapter as wiki_sample
+    from dapr.datasets import write_dataset
 
     wiki = wiki_sample.load()
     documents = sorted(wiki.corpus, key=lambda d: len(d.passages))[:12]
@@ -93,9 +94,10 @@ def torch_extensions(pytestconfig: pytest.Config, tmp_path: Path, monkeypatch) -
 @pytest.fixture(scope="session")
 def wiki_splits(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The 40 shortest articles of wiki-sample with the dev and test queries judged in them."""
+    from dapr.data_loaders.wiki_sample import adapter
+
     from dapr.data import Corpus, Dataset, Split
-    from dapr.io import write_dataset
-    from data_loaders.wiki_sample import adapter
+    from dapr.datasets import write_dataset
 
     wiki = adapter.load()
     documents = sorted(wiki.corpus, key=lambda d: len(d.passages))[:40]

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from tiny_models import tiny_bert
 
-from dapr.actors import Actors, on_actors
-from dapr.experiment.cache import Cache
 from dapr.experiment.config import load
 from dapr.experiment.schedule import actors, plan, run_job, run_jobs
 from dapr.io.files import write_bytes_atomic
-from dapr.retrievers.encoding import chunks, shards
+from dapr.ray_actors import Actors, on_actors
+from dapr.retrievers.support.encoding import chunks, shards
+from dapr.store.cache import Cache
 
 ITEMS = [(f"p{i}", f"text {i}") for i in range(11)]
 
@@ -50,15 +50,16 @@ def test_without_ray_encoding_the_writer_is_not_used(tmp_path):
 
 
 def test_documents_are_contextualized_by_chain_actors(local_ray, wiki_slice, tmp_path, monkeypatch):
-    from dapr.contextualizers import pipeline
-    from dapr.contextualizers.pipeline import Chain, ContextStep, Cost, contextualize_corpus
-    from dapr.io import read_dataset
+    from dapr.datasets import read_dataset
+    from dapr.experiment import contextualize
+    from dapr.experiment.chain import Chain, ContextStep
+    from dapr.experiment.contextualize import Cost, contextualize_corpus
 
     corpus = read_dataset(wiki_slice[0]).corpus
     chain = Chain([ContextStep("keyphrases", {"n": 3}), ContextStep("title")])
     alone = list(contextualize_corpus(corpus, chain, tmp_path / "alone", Cost(chain.label)))
-    monkeypatch.setattr(pipeline, "CHUNK", 4)  # 12 documents: 3 chunks for 2 actors
-    monkeypatch.setattr(pipeline, "_timed", _never)  # this process computes nothing
+    monkeypatch.setattr(contextualize, "CHUNK", 4)  # 12 documents: 3 chunks for 2 actors
+    monkeypatch.setattr(contextualize, "timed", _never)  # this process computes nothing
     cost = Cost(chain.label)
     # three actors of one CPU on a Ray of two: the third never starts, the others do the work
     with on_actors(Actors(count=3, cpus=1)):
@@ -132,7 +133,7 @@ retrievers:
 
 @pytest.fixture(scope="module")
 def dense_job(wiki_slice, tmp_path_factory):
-    from dapr.io import read_dataset
+    from dapr.datasets import read_dataset
 
     dataset, _ = wiki_slice
     root = tmp_path_factory.mktemp("ray-encoding")

@@ -13,14 +13,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from dapr import registry
-from dapr.adapters import Adapter, RawFile
 from dapr.cli import main
 from dapr.data import Corpus, Dataset, Document, Passage, Split
-from dapr.download import fetch
+from dapr.datasets import load_dataset, read_dataset, write_dataset
+from dapr.datasets.adapter import Adapter, RawFile
+from dapr.datasets.download import fetch
+from dapr.datasets.published import fetch_published, read_card
 from dapr.errors import DaprError, DataError
 from dapr.experiment.runner import _with_language
-from dapr.io import read_dataset, write_dataset
-from dapr.published import fetch_published, read_card
 
 # --------------------------------------------------------------------------- a tiny adapter
 
@@ -59,7 +59,7 @@ def test_build_writes_the_prepared_copy_that_load_reads(tiny, tmp_path, capsys):
     assert not tiny.cached()
     assert main(["data", "build", "tiny-test", "--source", str(raw), "--set", "upper=true"]) == 0
     assert tiny.cached()
-    loaded = registry.load_dataset("tiny-test")
+    loaded = load_dataset("tiny-test")
     assert [p.text for p in loaded.corpus.passages()] == ["ONE", "TWO", "THREE"]
     assert loaded.split("test").qrels == {"q1": {"a-1": 1}}
     assert main(["data", "list"]) == 0
@@ -108,7 +108,7 @@ def test_a_failing_build_leaves_no_output(tiny, tmp_path, capsys):
 
 def test_not_built_and_not_published_says_how_to_build(tiny):
     with pytest.raises(DaprError, match="dapr data build tiny-test --source DIR"):
-        registry.load_dataset("tiny-test")
+        load_dataset("tiny-test")
 
 
 def test_load_options_are_rejected(tiny):
@@ -413,7 +413,7 @@ def test_fetch_from_a_local_copy_through_the_cli(snapshot, tmp_path, monkeypatch
     registry.datasets.add("Toy", Toy())
     try:
         assert main(["data", "fetch", "Toy", "--from", str(snapshot)]) == 0
-        assert registry.load_dataset("Toy").split("test").qrels == {"q2": {"d2-0": 1}}
+        assert load_dataset("Toy").split("test").qrels == {"q2": {"d2-0": 1}}
     finally:
         registry.datasets._extra.pop("Toy")
 
@@ -529,7 +529,7 @@ def test_the_dataset_language_reaches_retrievers_that_take_one():
 
 
 def test_load_downloads_once_into_the_prepared_copy(snapshot, tmp_path, monkeypatch):
-    from dapr import published
+    from dapr.datasets import published
 
     monkeypatch.setenv("DAPR_HOME", str(tmp_path / "home"))
     asked: list[list[str]] = []

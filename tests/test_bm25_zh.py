@@ -86,7 +86,7 @@ def test_english_stays_the_default(tmp_path):
 def test_unknown_language_is_one_line_listing_the_supported():
     with pytest.raises(DaprError) as error:
         BM25(language="fr")
-    assert str(error.value) == "retriever 'bm25': unknown language 'fr'; choose one of: en, zh"
+    assert str(error.value) == "retriever 'bm25': unknown language 'fr'; choose from: en, zh"
 
 
 def test_jieba_start_up_is_silent():

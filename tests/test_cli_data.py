@@ -3,7 +3,7 @@ import json
 import pytest
 
 from dapr.cli import main
-from dapr.io import read_dataset
+from dapr.datasets import read_dataset
 
 
 @pytest.fixture

@@ -11,18 +11,12 @@ import pytest
 
 from dapr import registry
 from dapr.cli import main
-from dapr.contextualizers.pipeline import (
-    CHUNK,
-    WARM_UP,
-    Chain,
-    ContextStep,
-    ContextStore,
-    Cost,
-    contextualize_corpus,
-)
 from dapr.contextualizers.precomputed import Precomputed
 from dapr.data import Document, Passage
 from dapr.errors import DaprError
+from dapr.experiment.chain import WARM_UP, Chain, ContextStep
+from dapr.experiment.contextualize import CHUNK, Cost, contextualize_corpus
+from dapr.store.contexts import ContextStore
 
 
 class Shout:

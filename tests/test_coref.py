@@ -14,12 +14,14 @@ from dapr.contextualizers.coref import (
     TOKENIZER_ONLY,
     Coref,
     FastCoref,
-    Mention,
     RulesCoref,
+    limit_antecedents,
+)
+from dapr.contextualizers.mentions import (
+    Mention,
     annotate,
     apply_insertions,
     insertions,
-    limit_antecedents,
     merge_clusters,
     to_mentions,
     tokenize,
@@ -188,7 +190,7 @@ def test_clusters_sharing_a_mention_across_windows_merge():
 
 
 def test_token_spans_become_character_mentions_inside_one_passage():
-    from dapr.nlp import spacy_pipeline
+    from dapr.contextualizers.spacy_models import spacy_pipeline
 
     texts = ["The Half Moon is a pub.", "  The venue, in Putney."]
     tokens = tokenize(spacy_pipeline("en_core_web_sm", disable=TOKENIZER_ONLY), texts)
@@ -247,7 +249,7 @@ def test_backends_choose_their_class_and_how_the_pipeline_runs_them():
 
 
 def test_the_pipeline_runs_rules_in_workers_and_fastcoref_in_batches():
-    from dapr.contextualizers.pipeline import Chain, ContextStep
+    from dapr.experiment.chain import Chain, ContextStep
 
     assert Chain([ContextStep("coref", {"backend": "rules"})]).parallel(0) is True
     assert Chain([ContextStep("title"), ContextStep("coref")]).parallel(1) is False
@@ -426,9 +428,10 @@ def test_rules_company_and_max_antecedents():
 
 
 def test_rules_on_real_articles_keep_one_text_per_passage():
+    from dapr.data_loaders.wiki_sample import adapter
+
     from dapr.contextualizers.coref_rules import resolve
-    from dapr.nlp import spacy_pipeline
-    from data_loaders.wiki_sample import adapter
+    from dapr.contextualizers.spacy_models import spacy_pipeline
 
     several = [d for d in adapter.load().corpus if len(d.passages) >= 4]
     documents = sorted(several, key=lambda d: sum(len(p.text) for p in d.passages))[:5]

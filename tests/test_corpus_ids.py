@@ -9,10 +9,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from dapr.data import Corpus, CorpusIds, Document, IdIndex, Passage, Run
+from dapr.data import Corpus, Document, Passage, Run
 from dapr.errors import DaprError
 from dapr.evaluation import document_qrels, maxp
 from dapr.experiment.runner import doc_codes
+from dapr.ids import CorpusIds, IdIndex
 
 
 def _doc(doc_id: str, *texts: str) -> Document:

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from dapr.errors import DaprError
-from dapr.registry import with_preset
 from dapr.retrievers.dense import Dense
+from dapr.retrievers.support.presets import with_preset
 
 ITEMS = [
     (f"p{i}", text)

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from dapr.experiment.cache import Cache
-from dapr.experiment.housekeeping import entries, prune
-from dapr.retrievers.encoding import shards
+from dapr.retrievers.support.encoding import shards
+from dapr.store.cache import Cache
+from dapr.store.housekeeping import entries, prune
 
 ITEMS = [(f"p{i}", f"text {i}") for i in range(7)]
 

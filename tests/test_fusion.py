@@ -10,7 +10,7 @@ import pytest
 from dapr.data import Run, rank_order
 from dapr.errors import DaprError
 from dapr.fusion import RRF, SOFT_ZERO, Convex, min_max, rank_scale, z_score
-from dapr.registry import Fuser
+from dapr.interfaces import Fuser
 
 DictRun = dict[str, dict[str, float]]
 
@@ -377,8 +377,8 @@ def test_missing_document_score_is_a_parameter():
 
 
 def test_hierarchical_scope_is_every_passage_of_the_top_documents():
-    from dapr.data import CorpusIds
     from dapr.fusion import Hierarchical
+    from dapr.ids import CorpusIds
 
     ids = CorpusIds(
         passage_ids=np.array(["A-0", "B-0", "A-1", "C-0", "B-1"], dtype=object),

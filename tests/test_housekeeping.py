@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from dapr.contextualizers.pipeline import ContextStore, Done
-from dapr.experiment.cache import Cache
-from dapr.experiment.housekeeping import (
+from dapr.store.cache import Cache
+from dapr.store.contexts import ContextStore, Done
+from dapr.store.housekeeping import (
     entries,
     human_size,
     prune,

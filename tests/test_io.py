@@ -13,16 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from dapr.data import Corpus, Dataset, Document, Passage, Run, Split
+from dapr.datasets import read_dataset, write_dataset
+from dapr.datasets.dump import read_dump
 from dapr.errors import DataError
-from dapr.io import (
-    read_dataset,
-    read_dump,
-    read_trec_qrels,
-    read_trec_run,
-    write_dataset,
-    write_trec_qrels,
-    write_trec_run,
-)
+from dapr.io import read_trec_qrels, read_trec_run, write_trec_qrels, write_trec_run
 from dapr.io import rows as io
 
 SAMPLE = Path(__file__).parents[2] / "shared" / "data" / "dapr-dump-sample"

@@ -15,6 +15,7 @@ pytest.importorskip("spacy")
 pytest.importorskip("pke")
 
 from dapr.contextualizers import topicrank as tr  # noqa: E402
+from dapr.contextualizers import topicrank_spacy  # noqa: E402
 from dapr.contextualizers.keyphrases import (  # noqa: E402
     Keyphrases,
     NativeTopicRank,
@@ -45,7 +46,7 @@ def xquad_documents(shared_data: Path) -> list[Document]:
 def wiki_documents(words: int) -> list[Document]:
     """The shortest wiki-sample articles, up to ``words`` whitespace words in all."""
     pytest.importorskip("gensim")
-    from dapr.registry import load_dataset
+    from dapr.datasets import load_dataset
 
     chosen, total = [], 0
     for doc in sorted(load_dataset("wiki-sample").corpus, key=lambda d: len(d.text)):
@@ -178,7 +179,7 @@ def test_pagerank_equals_networkx_on_a_random_weighted_graph():
 def test_hyphen_keeping_infixes_are_pkes():
     from pke.readers import infix_re
 
-    assert tr.pke_infixes().pattern == infix_re.pattern
+    assert topicrank_spacy.pke_infixes().pattern == infix_re.pattern
 
 
 def test_native_reads_the_parse_pke_reads(native, reference, xquad):
@@ -186,7 +187,9 @@ def test_native_reads_the_parse_pke_reads(native, reference, xquad):
     for doc in xquad[:4]:
         text = "\n".join(p.text for p in doc.passages)
         full = reference.nlp(text)
-        words, valid, sentences = tr.read_doc(native.parse(text), native.rules, native.stop_chars)
+        words, valid, sentences = topicrank_spacy.read_doc(
+            native.parse(text), native.rules, native.stop_chars
+        )
         assert len(words) == len(full)
         pos = [t.pos_ or t.tag_ for t in full]
         assert valid.tolist() == [p in tr.VALID_POS for p in pos]
@@ -204,7 +207,9 @@ def test_topics_graph_and_candidates_equal_pkes(native, reference, xquad):
     extractor.topic_clustering(threshold=0.74, method="average")
     extractor.build_topic_graph()
 
-    words, valid, sentences = tr.read_doc(native.parse(text), native.rules, native.stop_chars)
+    words, valid, sentences = topicrank_spacy.read_doc(
+        native.parse(text), native.rules, native.stop_chars
+    )
     candidates = tr.select_candidates(words, valid, sentences)
     keys = [" ".join(s) for s in candidates.stems]
     assert keys == sorted(extractor.candidates)

@@ -13,7 +13,8 @@ import torch
 from tiny_models import tiny_bert
 
 from dapr.errors import DaprError
-from dapr.retrievers.late_interaction import LateInteraction, import_colbert, maxsim, quiet
+from dapr.retrievers.late_interaction import LateInteraction
+from dapr.retrievers.support.colbert import import_colbert, maxsim, quiet
 
 ITEMS = [
     ("a", "The cat sat on the mat near the door."),
@@ -183,7 +184,7 @@ def test_plaid_collection_file_and_tiny_corpus(tmp_path, random_colbert):
     import_colbert()  # first, so importing colbert changes no process-wide setting
     from colbert.evaluation.loaders import load_collection
 
-    from dapr.retrievers.plaid import _write_collection
+    from dapr.retrievers.support.plaid import _write_collection
 
     texts = ["one\ttab", "two\nlines\r\n", "", "plain text"]
     ids = _write_collection([(f"x{i}", t) for i, t in enumerate(texts)], tmp_path / "c.tsv")

@@ -8,11 +8,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from dapr.data_loaders.beir import adapter
 
-from dapr import registry
+from dapr.datasets import load_dataset, read_dataset, write_dataset
 from dapr.errors import DaprError, DataError
-from dapr.io import read_dataset, write_dataset
-from data_loaders.beir import adapter
 
 HEADER = "query-id\tcorpus-id\tscore\n"
 
@@ -129,10 +128,10 @@ def test_gzip_files_read_the_same(xquad_beir: Path, tmp_path: Path) -> None:
 
 
 def test_registry_loads_it_from_a_path(xquad_beir: Path) -> None:
-    dataset = registry.load_dataset("beir", path=str(xquad_beir), group_by="title")
+    dataset = load_dataset("beir", path=str(xquad_beir), group_by="title")
     assert len(list(dataset.corpus)) == 48
     with pytest.raises(DaprError, match="give its path"):
-        registry.load_dataset("beir")
+        load_dataset("beir")
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ import re
 from pathlib import Path
 
 import pytest
+from dapr.data_loaders import conditionalqa as cqa
 
+from dapr.datasets import read_dataset, write_dataset
 from dapr.errors import DataError
-from dapr.io import read_dataset, write_dataset
-from data_loaders import conditionalqa as cqa
 
 URLS = {  # the page of each dump document, as the questions' evidences locate it
     "56": "https://www.gov.uk/mortgage-interest-run-on",

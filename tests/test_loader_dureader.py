@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dapr.adapters import adapter_of
+from dapr.datasets.adapter import adapter_of
 from dapr.errors import DataError
 
 PASSAGES = {

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from dapr.data_loaders import genomics
 
 from dapr.errors import DataError
-from data_loaders import genomics
 
 DUMP = "dapr-dump-sample/Genomics"
 GOLD_DIR = "genomics-2007"

@@ -15,9 +15,9 @@ import random
 from pathlib import Path
 
 import pytest
+from dapr.data_loaders import miracl
 
 from dapr.errors import DataError
-from data_loaders import miracl
 
 SAMPLE = "dapr-dump-sample/MIRACL"
 RAW = "miracl-en"

@@ -21,12 +21,12 @@ regex = pytest.importorskip("regex")
 pytest.importorskip("ijson")
 pytest.importorskip("rapidfuzz")
 
+from dapr.data_loaders import msmarco  # noqa: E402
 from rapidfuzz.distance import Levenshtein  # noqa: E402
 
 from dapr.data import Dataset  # noqa: E402
+from dapr.datasets import read_dataset, write_dataset  # noqa: E402
 from dapr.errors import DataError  # noqa: E402
-from dapr.io import read_dataset, write_dataset  # noqa: E402
-from data_loaders import msmarco  # noqa: E402
 
 FILES = ("msmarco-docs.tsv", "train_v2.1.json", "dev_v2.1.json")
 TEST_QIDS = {"1101058", "1054707", "1010040"}  # the three queries of dev_v2.1.json

@@ -15,10 +15,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from dapr.data_loaders import nq
 
+from dapr.datasets import read_dataset, write_dataset
 from dapr.errors import DataError
-from dapr.io import read_dataset, write_dataset
-from data_loaders import nq
 
 
 def round_trip(text: str) -> str:

@@ -12,10 +12,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from dapr.data_loaders import nq, nq_hard
 
+from dapr.datasets import read_dataset, write_dataset
 from dapr.errors import DataError
-from dapr.io import read_dataset, write_dataset
-from data_loaders import nq, nq_hard
 
 LABELS_TSV = (
     "query_id\tcorpus_id\tcategories\n"
@@ -170,7 +170,7 @@ def test_load_fetches_the_hub_labels_over_the_prepared_nq(
     nq_sample, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """No NQ-hard copy yet: NaturalQuestions' prepared copy + the hub config ``nq-hard``."""
-    from dapr import published
+    from dapr.datasets import published
 
     monkeypatch.setenv("DAPR_HOME", str(tmp_path / "home"))
     write_dataset(nq_sample, nq.adapter.prepared)

@@ -7,11 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+from dapr.data_loaders.squad import adapter
 
-from dapr import registry
+from dapr.datasets import load_dataset, read_dataset, write_dataset
 from dapr.errors import DaprError, DataError
-from dapr.io import read_dataset, write_dataset
-from data_loaders.squad import adapter
 
 QUESTION = "56beb4343aeaaa14008c925b"
 
@@ -103,9 +102,9 @@ def test_round_trip_through_the_hub_layout(xquad: Path, tmp_path: Path, fmt: str
 
 
 def test_registry_loads_it_from_a_path(xquad: Path) -> None:
-    dataset = registry.load_dataset("squad", path=str(xquad), language="en")
+    dataset = load_dataset("squad", path=str(xquad), language="en")
     assert len(dataset.split("test").queries) == 1190
-    assert registry.load_dataset("squad", path=xquad, dev_share=0.5).splits.keys() == {
+    assert load_dataset("squad", path=xquad, dev_share=0.5).splits.keys() == {
         "dev",
         "test",
     }
@@ -113,7 +112,7 @@ def test_registry_loads_it_from_a_path(xquad: Path) -> None:
 
 def test_load_without_path_explains_the_path_argument() -> None:
     with pytest.raises(DaprError, match="give its path") as caught:
-        registry.load_dataset("squad")
+        load_dataset("squad")
     message = str(caught.value)
     assert "\n" not in message and "dataset_args: {path: ...}" in message
 
@@ -124,7 +123,7 @@ def test_load_without_path_reads_a_built_copy(
     monkeypatch.setenv("DAPR_HOME", str(tmp_path))
     dataset = adapter.build(xquad)
     write_dataset(dataset, adapter.prepared)
-    assert registry.load_dataset("squad").fingerprint == dataset.fingerprint
+    assert load_dataset("squad").fingerprint == dataset.fingerprint
 
 
 def test_squad2_unanswerable_and_empty_questions_are_skipped(tmp_path: Path) -> None:
@@ -222,5 +221,5 @@ def test_an_experiment_file_gives_the_path_in_dataset_args(xquad: Path, tmp_path
         encoding="utf-8",
     )
     exp = load(experiment)
-    dataset = registry.load_dataset(exp.dataset, **exp.dataset_args)
+    dataset = load_dataset(exp.dataset, **exp.dataset_args)
     assert sum(len(s.queries) for s in dataset.splits.values()) == 1190

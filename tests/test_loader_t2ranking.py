@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dapr.adapters import adapter_of
 from dapr.data import Run
+from dapr.datasets.adapter import adapter_of
 from dapr.errors import DataError
 from dapr.evaluation import evaluate
 

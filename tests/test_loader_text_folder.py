@@ -6,11 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from dapr.data_loaders.text_folder import adapter
 
-from dapr import registry
+from dapr.datasets import load_dataset, read_dataset, write_dataset
 from dapr.errors import DaprError, DataError
-from dapr.io import read_dataset, write_dataset
-from data_loaders.text_folder import adapter
 
 
 def write(path: Path, text: str) -> Path:
@@ -128,7 +127,7 @@ def test_round_trip_through_the_hub_layout(xquad_folder: dict, tmp_path: Path, f
 
 
 def test_registry_loads_it_from_a_path(xquad_folder: dict) -> None:
-    dataset = registry.load_dataset(
+    dataset = load_dataset(
         "text-folder",
         path=str(xquad_folder["docs"]),
         queries=str(xquad_folder["queries"]),
@@ -136,7 +135,7 @@ def test_registry_loads_it_from_a_path(xquad_folder: dict) -> None:
     )
     assert len(dataset.split("test").queries) == 1190
     with pytest.raises(DaprError, match="give its path"):
-        registry.load_dataset("text-folder")
+        load_dataset("text-folder")
 
 
 def test_folder_errors(tmp_path: Path) -> None:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from dapr.experiment.cache import Cache
 from dapr.experiment.config import load
 from dapr.experiment.manifest import git_revision, manifest, plain
 from dapr.experiment.runner import Runner
+from dapr.store.cache import Cache
 
 REPO = Path(__file__).resolve().parents[1]
 BODY = """

@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
+from dapr.checkpoints import resolve, sentence_transformer
 from dapr.errors import DaprError
-from dapr.models import resolve, sentence_transformer
 
 
 def test_packaged_model_resolves_offline():

@@ -11,8 +11,8 @@ pytest.importorskip("matplotlib")
 
 from matplotlib.container import BarContainer  # noqa: E402
 
+from dapr.analysis.plots import category_figure, category_plot, sweep_figure, sweep_plot  # noqa: E402
 from dapr.errors import DaprError  # noqa: E402
-from dapr.plots import category_figure, category_plot, sweep_figure, sweep_plot  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 PDF = b"%PDF-"

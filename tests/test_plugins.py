@@ -12,7 +12,8 @@ import pytest
 
 from dapr import registry
 from dapr.cli import main
-from dapr.io import read_dataset, read_trec_run
+from dapr.datasets import read_dataset
+from dapr.io import read_trec_run
 
 PLUGIN = Path(__file__).parent / "plugin_package"
 

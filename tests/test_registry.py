@@ -8,6 +8,7 @@ import pytest
 from dapr import registry
 from dapr.cli import main
 from dapr.errors import DaprError
+from dapr.interfaces import Retriever
 
 PLUGIN = textwrap.dedent(
     '''
@@ -59,7 +60,7 @@ def test_entry_point_plugin_is_listed_and_runs_in_an_experiment(
     installed_plugin, shared_data, tmp_path, capsys
 ):
     assert "overlap" in registry.retrievers.names()
-    assert isinstance(registry.retrievers.get("overlap")(), registry.Retriever)
+    assert isinstance(registry.retrievers.get("overlap")(), Retriever)
     experiment = tmp_path / "plugin.yaml"
     experiment.write_text(
         f"dataset: {shared_data / 'dapr-dump-sample' / 'NaturalQuestions'}\n"

@@ -9,7 +9,7 @@ from tiny_models import tiny_bert
 import dapr.retrievers.rerank as rerank_module
 from dapr.data import Run
 from dapr.errors import DaprError
-from dapr.registry import Reranker
+from dapr.interfaces import Reranker
 from dapr.retrievers.rerank import Rerank
 
 TEXTS = {

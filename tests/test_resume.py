@@ -83,7 +83,7 @@ def _outputs(out: Path) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def setup(wiki_splits, tmp_path_factory) -> tuple[Path, dict[str, Path]]:
     """The experiment, without and with a dense system, each run once uninterrupted."""
-    from dapr.io import read_dataset
+    from dapr.datasets import read_dataset
 
     root = tmp_path_factory.mktemp("resume")
     texts = [p.text for p in read_dataset(wiki_splits).corpus.passages()]

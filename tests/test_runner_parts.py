@@ -1,11 +1,11 @@
 import numpy as np
 
-from dapr.contextualizers.pipeline import Chain, ContextStep
 from dapr.data import Corpus, Dataset, Document, Passage, Run
 from dapr.evaluation import document_qrels, evaluate, maxp
-from dapr.experiment.cache import Cache
-from dapr.experiment.config import Experiment
+from dapr.experiment.chain import Chain, ContextStep
 from dapr.experiment.runner import Outcome, Runner, doc_codes
+from dapr.experiment.spec import Experiment
+from dapr.store.cache import Cache
 
 DOCS = [
     Document(

@@ -9,9 +9,9 @@ import pytest
 from dapr import registry
 from dapr.data import Run
 from dapr.errors import ConfigError, DaprError
-from dapr.experiment.cache import Cache
 from dapr.experiment.config import load
 from dapr.experiment.runner import Runner
+from dapr.store.cache import Cache
 
 
 class Counting:
@@ -160,7 +160,7 @@ def test_bm25_then_a_cross_encoder_from_yaml(wiki_slice, tmp_path):
     from sentence_transformers import CrossEncoder
     from tiny_models import tiny_bert
 
-    from dapr.io import read_dataset
+    from dapr.datasets import read_dataset
 
     dataset, split = wiki_slice
     texts = {p.id: p.text for d in read_dataset(dataset).corpus for p in d.passages}

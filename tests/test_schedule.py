@@ -7,9 +7,9 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from dapr.experiment.cache import Cache
 from dapr.experiment.config import load
 from dapr.experiment.schedule import plan, run_job, run_jobs
+from dapr.store.cache import Cache
 
 GRID = """
 name: grid

@@ -16,11 +16,12 @@ from test_late_interaction import WORDS, tiny_colbert
 from test_sparse import ITEMS
 
 from dapr.data import Run
-from dapr.retrievers import exact, late_interaction
+from dapr.retrievers import late_interaction
 from dapr.retrievers.bm25 import BM25
 from dapr.retrievers.dense import Dense
 from dapr.retrievers.late_interaction import LateInteraction
 from dapr.retrievers.sparse import Sparse
+from dapr.retrievers.support import exact
 
 QUERIES = {
     "pets": "a cat and a kitten",

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from tiny_models import tiny_bert
 
+from dapr.checkpoints import resolve
 from dapr.errors import DaprError
-from dapr.models import resolve
-from dapr.registry import with_preset
 from dapr.retrievers.sparse import Sparse
+from dapr.retrievers.support.presets import with_preset
 
 ITEMS = [
     ("a", "The cat sat on the mat near the door."),

@@ -8,9 +8,10 @@ import pytest
 
 from dapr.cli import main
 from dapr.data import Run
+from dapr.datasets import read_dataset
 from dapr.evaluation import document_qrels, evaluate, maxp
 from dapr.fusion import Convex
-from dapr.io import read_dataset, read_trec_run
+from dapr.io import read_trec_run
 from dapr.retrievers.bm25 import BM25
 
 ALPHAS = (0.0, 0.5, 1.0)
@@ -182,10 +183,10 @@ fusion:
 
 
 def test_hierarchical_and_passage_hybrid(wiki_splits, tmp_path, monkeypatch):
-    from dapr.experiment.cache import Cache
     from dapr.experiment.config import load
     from dapr.experiment.runner import Runner, doc_codes
     from dapr.fusion import RRF, Hierarchical
+    from dapr.store.cache import Cache
 
     path = tmp_path / "h.yaml"
     path.write_text(HIERARCHICAL.format(dataset=wiki_splits))

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from scipy.stats import t as t_dist
 
-from dapr.analysis.table import load_results, table3, to_csv, to_latex, to_markdown
+from dapr.analysis.table import table3, to_csv, to_latex, to_markdown
 from dapr.errors import DaprError
+from dapr.experiment.results import load_results
 
 PO, TI = "passage only", "+ title"
 # nDCG@10 of queries q0..q4, per dataset and (approach, retriever)

@@ -12,8 +12,9 @@ import pytest
 
 pytest.importorskip("mwparserfromhell")
 
+from dapr.data_loaders import wiki_sample as ws  # noqa: E402
+
 from dapr.errors import DataError  # noqa: E402
-from data_loaders import wiki_sample as ws  # noqa: E402
 
 PROSE = "This sentence is long enough to count as prose."
 LEFTOVER_MARKUP = ("{{", "}}", "[[", "]]", "<ref", "{|", "|}", "'''", "''", "<!--")

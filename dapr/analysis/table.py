@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import fmean
+from typing import Any
 
 from dapr.analysis.significance import Comparison, holm, paired_tests
 from dapr.errors import DaprError
@@ -80,34 +80,11 @@ class Table:
         return self.cells.get((row, column))
 
 
-def load_results(paths: Sequence[Path]) -> list[Result]:
-    """Read each results directory's metrics.json (a path may also name the file itself)."""
-    return [_load(Path(p)) for p in paths]
-
-
-def _load(path: Path) -> Result:
-    file = path / "metrics.json" if path.is_dir() else path
-    if not file.is_file():
-        raise DaprError(f"{file}: no such file; pass a results directory written by `dapr run`")
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DaprError(f"{file}: not valid JSON ({e}); rerun `dapr run` to rewrite it") from e
-    if not isinstance(data, dict):
-        raise DaprError(f"{file}: expected a JSON object written by `dapr run`")
-    for key, kind in (("dataset", str), ("systems", dict)):
-        if not isinstance(data.get(key), kind):
-            raise DaprError(
-                f"{file}: key {key!r} missing or not a {kind.__name__}; rerun `dapr run`"
-            )
-    systems = {}
-    for name, entry in data["systems"].items():
-        if not isinstance(entry, dict):
-            raise DaprError(f"{file}: systems.{name} is not an object; rerun `dapr run`")
-        for key in ("mean", "per_query"):
-            if not isinstance(entry.get(key), dict):
-                raise DaprError(f"{file}: systems.{name}.{key} missing or not an object")
-        systems[name] = SystemScores(
+def result_from_metrics(file: Path, data: Mapping[str, Any]) -> Result:
+    """The :class:`Result` of a ``metrics.json`` that :func:`dapr.experiment.results.read_metrics`
+    read from ``file``."""
+    systems = {
+        name: SystemScores(
             name=name,
             level=str(entry.get("level", "passage")),
             approach=str(entry.get("approach") or name),
@@ -115,6 +92,8 @@ def _load(path: Path) -> Result:
             mean=entry["mean"],
             per_query=entry["per_query"],
         )
+        for name, entry in data["systems"].items()
+    }
     return Result(
         path=file,
         dataset=data["dataset"],

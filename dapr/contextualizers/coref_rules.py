@@ -52,7 +52,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from dapr.contextualizers.coref import Mention
+from dapr.contextualizers.mentions import Mention
 
 if TYPE_CHECKING:
     from spacy.language import Language

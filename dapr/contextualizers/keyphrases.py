@@ -25,9 +25,9 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
+from dapr.contextualizers.spacy_models import model_version as spacy_model_version
 from dapr.data import Document
-from dapr.errors import DaprError
-from dapr.nlp import model_version as spacy_model_version
+from dapr.errors import DaprError, check_choice
 
 BACKENDS = ("native", "pke")
 INSTALL = 'install it with: pip install "dapr[context]"'
@@ -57,10 +57,7 @@ class Keyphrases:
         max_chars: int = 65536,
         spacy_model: str = "en_core_web_sm",
     ):
-        if backend not in BACKENDS:
-            raise DaprError(
-                f"keyphrases: unknown backend {backend!r}; choose from: {', '.join(BACKENDS)}"
-            )
+        check_choice("keyphrases", "backend", backend, BACKENDS)
         if n < 0 or max_chars < 1:
             raise DaprError(f"keyphrases: n ({n}) must be >= 0 and max_chars ({max_chars}) >= 1")
         self.backend = backend
@@ -121,8 +118,8 @@ class PkeTopicRank:
             import pke
         except ImportError:
             raise DaprError(f"keyphrases backend 'pke' needs ccpke; {INSTALL}") from None
-        from dapr.contextualizers.topicrank import prepare_like_pke
-        from dapr.nlp import spacy_pipeline
+        from dapr.contextualizers.spacy_models import spacy_pipeline
+        from dapr.contextualizers.topicrank_spacy import prepare_like_pke
 
         self._topicrank = pke.unsupervised.TopicRank
         self.nlp = prepare_like_pke(spacy_pipeline(spacy_model, PKE_EXCLUDE))
@@ -147,8 +144,8 @@ class NativeTopicRank:
             raise DaprError(
                 f"keyphrases backend 'native' needs {missing.name or 'nltk and scipy'}; {INSTALL}"
             ) from None
-        from dapr.contextualizers.topicrank import PosRules, prepare_like_pke
-        from dapr.nlp import spacy_pipeline
+        from dapr.contextualizers.spacy_models import spacy_pipeline
+        from dapr.contextualizers.topicrank_spacy import PosRules, prepare_like_pke
 
         nlp = prepare_like_pke(spacy_pipeline(spacy_model, NATIVE_EXCLUDE))
         self.rules = None
@@ -169,7 +166,8 @@ class NativeTopicRank:
             return self.nlp(text)
 
     def __call__(self, text: str, n: int) -> list[str]:
-        from dapr.contextualizers.topicrank import rank_tokens, read_doc
+        from dapr.contextualizers.topicrank import rank_tokens
+        from dapr.contextualizers.topicrank_spacy import read_doc
 
         words, valid, sentence_ids = read_doc(self.parse(text), self.rules, self.stop_chars)
         return [phrase for phrase, _ in rank_tokens(words, valid, sentence_ids, n)]

@@ -18,17 +18,14 @@ and modification times), so even MS MARCO's 6.7 GB of annotated passages is neve
 
 from __future__ import annotations
 
-import os
-import sqlite3
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from dapr.data import Document
 from dapr.errors import DaprError, DataError
-from dapr.experiment.cache import content_key
 from dapr.io.rows import row_location, table_rows
-from dapr.paths import home
+from dapr.store.lookups import Lookup, lookup
 
 TABLES = {"keyphrases": "keyphrases", "coref": "corpus_coref"}
 """``kind`` -> the folder of the published table in a dataset directory."""
@@ -57,9 +54,9 @@ class Precomputed:
 
     def contextualize(self, document: Document) -> list[str]:
         if self.kind == "keyphrases":
-            phrases = self._lookup.get(document.id, "keyphrases", document.id)
+            phrases = self._get(document.id, "keyphrases", document.id)
             return [f"{phrases} {p.text}" if phrases else p.text for p in document.passages]
-        return [self._lookup.get(p.id, "passage", document.id) for p in document.passages]
+        return [self._get(p.id, "passage", document.id) for p in document.passages]
 
     @cached_property
     def _files(self) -> list[Path]:
@@ -83,50 +80,22 @@ class Precomputed:
         return [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in self._files]
 
     @cached_property
-    def _lookup(self) -> _Lookup:
-        path = home() / "cache" / "precomputed" / f"{content_key(self.kind, self._signature)}.db"
-        if not path.is_file():
-            _build_lookup(path, self._files, self.kind, self.separator)
-        return _Lookup(path, self._files[0].parent)
+    def _table(self) -> Lookup:
+        def rows():
+            for file in self._files:
+                for n, row in table_rows(file):
+                    yield _entry(row, self.kind, self.separator, row_location(file, n))
 
+        return lookup(rows, self.kind, self._signature)
 
-class _Lookup:
-    """Read-only id -> text lookups in an indexed table."""
-
-    def __init__(self, path: Path, folder: Path):
-        self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        self.folder = folder
-
-    def get(self, key: str, what: str, document: str) -> str:
-        row = self._db.execute("SELECT value FROM lookup WHERE key = ?", (key,)).fetchone()
-        if row is None:
+    def _get(self, key: str, what: str, document: str) -> str:
+        found = self._table.get(key)
+        if found is None:
             raise DataError(
-                f"{self.folder}: no row for {what} {key!r} (document {document!r}); the "
-                "published table belongs to another version of the dataset: fetch both again"
+                f"{self._files[0].parent}: no row for {what} {key!r} (document {document!r}); "
+                "the published table belongs to another version of the dataset: fetch both again"
             )
-        return row[0]
-
-
-def _build_lookup(path: Path, files: list[Path], kind: str, separator: str) -> None:
-    """Index the table's rows by id into SQLite, written to a temporary file then renamed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    db = sqlite3.connect(tmp)
-    try:
-        db.execute("CREATE TABLE lookup (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        for file in files:
-            rows = (
-                _entry(row, kind, separator, row_location(file, n)) for n, row in table_rows(file)
-            )
-            db.executemany("INSERT OR REPLACE INTO lookup VALUES (?, ?)", rows)
-        db.commit()
-        db.close()
-        os.replace(tmp, path)
-    except BaseException:
-        db.close()
-        tmp.unlink(missing_ok=True)
-        raise
+        return found
 
 
 def _entry(row: dict[str, Any], kind: str, separator: str, at: str) -> tuple[str, str]:

@@ -14,20 +14,23 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from dapr import evaluation, registry
-from dapr.contextualizers.pipeline import (
-    Chain,
-    Cost,
-    chain_for,
-    contextualize_corpus,
-    record_cost,
-    recorded_cost,
-)
 from dapr.data import Dataset, Document, Queries, Run, Split
+from dapr.datasets import load_dataset
 from dapr.errors import DaprError
 from dapr.evaluation import Evaluation
 from dapr.evaluation import evaluate as evaluate_run
-from dapr.experiment.cache import Cache, content_key
-from dapr.experiment.config import Experiment, FusionSpec, RetrieverSpec
+from dapr.experiment.chain import Chain, chain_for
+from dapr.experiment.contextualize import Cost, contextualize_corpus, record_cost, recorded_cost
+from dapr.experiment.spec import Experiment, FusionSpec, RetrieverSpec
+from dapr.interfaces import (
+    BoundedReranker,
+    Described,
+    Resumable,
+    ScopingFuser,
+    identity_of,
+    version_of,
+)
+from dapr.store.cache import Cache, content_key
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ class Runner:
         """Every system's run, and the evaluation of those in ``evaluate`` (default: all);
         ``dataset`` saves loading the experiment's dataset again."""
         exp = self.experiment
-        dataset = dataset or registry.load_dataset(exp.dataset, **exp.dataset_args)
+        dataset = dataset or load_dataset(exp.dataset, **exp.dataset_args)
         split = dataset.split(exp.split)
         outcome = Outcome(exp, dataset)
         for system, spec in exp.retrievers.items():
@@ -114,8 +117,8 @@ class Runner:
         chain = chain_for(spec.contextualizer, dataset) if spec.contextualizer else None
         made_by = (
             spec.name,
-            getattr(factory, "version", "0"),
-            _identity(component, spec.args),
+            version_of(factory),
+            identity_of(component, spec.args),
             spec.level,
             chain.identity() if chain else None,
         )
@@ -134,7 +137,7 @@ class Runner:
                     self._recorded_cost(outcome, system, chain)
                 else:
                     items = self._items(outcome, spec.level, chain, system)
-                    resume = getattr(component, "resumable", False)
+                    resume = isinstance(component, Resumable) and component.resumable
                     with self.cache.writing("indexes", index_key, resume) as store:
                         component.index(items, store)
                     status = "computed"
@@ -172,7 +175,8 @@ class Runner:
 
         def rerank() -> Run:
             first = outcome.runs[spec.first_stage]
-            needed = _head_items(first, getattr(reranker, "top_k", None))
+            top_k = reranker.top_k if isinstance(reranker, BoundedReranker) else None
+            needed = _head_items(first, top_k)
             texts = {
                 item: text
                 for item, text in self._items(outcome, spec.level, chain, system)
@@ -217,7 +221,7 @@ class Runner:
     def _fuse(self, outcome: Outcome, system: str, spec: FusionSpec, queries: Queries) -> Run:
         factory = registry.fusers.get(spec.name)
         fuser = factory(**spec.args)
-        made_by = (spec.name, getattr(factory, "version", "0"), spec.args)
+        made_by = (spec.name, version_of(factory), spec.args)
         if spec.passages:
             first, second = spec.passages
             key = content_key(*made_by, outcome.keys[first], outcome.keys[second])
@@ -231,7 +235,7 @@ class Runner:
             )
         document_run = outcome.runs[spec.document]
         passage_key = outcome.keys[spec.passage]
-        if callable(getattr(fuser, "scope", None)):
+        if isinstance(fuser, ScopingFuser):
             passage_key = content_key(
                 "scope", fuser.scope_identity(), outcome.keys[spec.document], passage_key
             )
@@ -283,12 +287,6 @@ def _candidates(pairs: Iterator[tuple[Document, list[str]]]) -> Iterator[tuple[s
         for passage, text in zip(document.passages, texts, strict=True):
             if passage.is_candidate:
                 yield passage.id, text
-
-
-def _identity(component: object, args: dict) -> object:
-    """What determines a component's output (its ``identity()``), else its arguments."""
-    identity = getattr(component, "identity", None)
-    return identity() if callable(identity) else args
 
 
 def _head_items(run: Run, k: int | None) -> set[str]:
@@ -345,8 +343,8 @@ def describe(spec: RetrieverSpec | FusionSpec, exp: Experiment) -> dict[str, str
         retriever = " + ".join(_retriever_label(s) for s in inputs)
         if spec.passages:
             approach = f"passage hybrid ({spec.name})"
-        elif spec.name == "hierarchical":
-            approach = "hierarchical"
+        elif isinstance(fuser := registry.fusers.get(spec.name), Described):
+            approach = fuser.approach
         else:
             approach = f"rank fusion ({spec.name})"
         return {"approach": spec.approach or approach, "retriever": retriever}

@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from dapr.actors import Actors, on_actors
-from dapr.experiment.cache import Cache, content_key
-from dapr.experiment.config import Experiment
+from dapr.experiment.spec import Experiment
+from dapr.ray_actors import Actors, on_actors
+from dapr.store.cache import Cache, content_key
 
 RETRIES = 3
 """How often a job whose worker died is started again."""

@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
-from dapr import registry
 from dapr.data import Dataset
+from dapr.datasets import load_dataset
 from dapr.errors import ConfigError
-from dapr.experiment.cache import Cache
-from dapr.experiment.config import Experiment, Sweep
 from dapr.experiment.runner import Outcome, Runner
-from dapr.io.files import write_bytes_atomic
+from dapr.experiment.spec import Experiment, Sweep
+from dapr.store.cache import Cache
 
 
 @dataclass
@@ -56,7 +53,7 @@ def run_sweep(experiment: Experiment, cache: Cache | None = None) -> SweepResult
     if sweep is None:
         raise ConfigError(f"experiment {experiment.name!r} has no sweep block")
     cache = cache or Cache()
-    dataset = registry.load_dataset(experiment.dataset, **experiment.dataset_args)
+    dataset = load_dataset(experiment.dataset, **experiment.dataset_args)
     metrics = experiment.metrics + (() if sweep.metric in experiment.metrics else (sweep.metric,))
     base = replace(experiment, metrics=metrics, sweep=None)
     result = SweepResult(sweep, (sweep.tune_on, experiment.split))
@@ -125,15 +122,11 @@ def _mean(scores: dict[str, float], qids: set[str] | None) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-def write(result: SweepResult, out: Path) -> list[Path]:
-    """``sweep.md``, ``sweep.csv``, ``sweep.json`` and the plot ``sweep.png`` / ``.pdf``."""
-    from dapr.plots import sweep_plot
-
+def summary(result: SweepResult) -> dict[str, Any]:
+    """What ``sweep.json`` holds: the values, the means per split and query set (null where a
+    set is empty), the query counts and the chosen value."""
     sweep = result.sweep
-    out.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(out / "sweep.md", [markdown(result).encode()])
-    write_bytes_atomic(out / "sweep.csv", [_csv(result).encode()])
-    summary = {
+    return {
         "parameter": sweep.parameter,
         "values": list(sweep.values),
         "metric": sweep.metric,
@@ -146,13 +139,6 @@ def write(result: SweepResult, out: Path) -> list[Path]:
         },
         "queries": result.sizes,
     }
-    write_bytes_atomic(out / "sweep.json", [(json.dumps(summary, indent=1) + "\n").encode()])
-    curves = {
-        f"{subset} ({split}, n={result.sizes[split][subset]})": list(zip(sweep.values, means))
-        for split in reversed(result.splits)
-        for subset, means in result.means[split].items()
-    }
-    return sweep_plot(curves, sweep.argument, sweep.metric, out / "sweep", chosen=result.chosen)
 
 
 def markdown(result: SweepResult) -> str:
@@ -175,7 +161,7 @@ def markdown(result: SweepResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _csv(result: SweepResult) -> str:
+def csv_text(result: SweepResult) -> str:
     rows = result.rows()
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, list(rows[0]))

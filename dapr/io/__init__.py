@@ -1,95 +1,11 @@
-"""Datasets and runs on disk: the hub layout, the original DAPR dump, and TREC run/qrels files.
-
-:func:`read_dataset` tells the layouts apart. Corpora are read lazily: every pass over
-``dataset.corpus`` re-reads the file, so a malformed corpus row raises :class:`DataError` while
-iterating. Queries and qrels are read eagerly. When a (query, item) pair is judged more than
-once, the highest grade wins.
-
-Modules: :mod:`dapr.io.hub` (the hub layout), :mod:`dapr.io.dump` (the original DAPR dump),
-:mod:`dapr.io.trec` (TREC runs and qrels), :mod:`dapr.io.rows` (numbered rows of JSON lines and
-parquet files, and field checks) and :mod:`dapr.io.files` (atomic writes).
-"""
+"""File formats beneath everything: TREC runs and qrels (:mod:`dapr.io.trec`), numbered rows of
+JSON lines and parquet files with field checks (:mod:`dapr.io.rows`), corpus checks
+(:mod:`dapr.io.checks`) and atomic writes (:mod:`dapr.io.files`). Dataset layouts live in
+:mod:`dapr.datasets`."""
 
 from __future__ import annotations
 
-import contextlib
-from pathlib import Path
-
-from dapr.data import SPLITS, Dataset
-from dapr.errors import DataError
-from dapr.io.dump import read_dump
-from dapr.io.hub import ALL_SPLITS as ALL_SPLITS  # public, but (as ever) not in __all__
-from dapr.io.hub import (
-    CORPUS_NEEDS,
-    CORPUS_SCHEMA,
-    FORMATS,
-    QRELS_SCHEMA,
-    QUERIES_SCHEMA,
-    read_hub,
-    write_dataset,
-)
-from dapr.io.hub import Format as Format
 from dapr.io.rows import jsonl_rows
 from dapr.io.trec import read_trec_qrels, read_trec_run, write_trec_qrels, write_trec_run
 
-
-def read_dataset(path: Path, name: str | None = None) -> Dataset:
-    """A dataset directory in the hub layout (JSON lines or parquet) or the original DAPR dump."""
-    path = Path(path)
-    layout = _detect_layout(path)
-    if layout == "dump":
-        return read_dump(path, name)
-    return read_hub(path, layout, name)
-
-
-def _detect_layout(path: Path) -> str:
-    """``"jsonl"`` or ``"parquet"`` (hub layout) or ``"dump"``."""
-    if not path.is_dir():
-        raise DataError(f"{path}: not a directory; give a dataset directory (hub layout or dump)")
-    jsonl, parquet = path / "corpus.jsonl", path / "corpus.parquet"
-    has_dump_splits = any((path / f"{s}.jsonl").is_file() for s in SPLITS)
-    if jsonl.is_file() and parquet.is_file():
-        raise DataError(f"{path}: has both corpus.jsonl and corpus.parquet; keep only one")
-    if parquet.is_file() or any((path / "corpus").glob("*.parquet")):
-        return "parquet"
-    if jsonl.is_file():
-        return _jsonl_corpus_layout(jsonl, has_dump_splits)
-    if any((path / "corpus").glob("*.jsonl")):
-        return "jsonl"
-    if has_dump_splits:
-        return "dump"
-    raise DataError(
-        f"{path}: not a dataset directory: no corpus.jsonl or corpus.parquet; expected the hub "
-        "layout (corpus, queries/, qrels/) or the DAPR dump (corpus.jsonl, train/dev/test.jsonl)"
-    )
-
-
-def _jsonl_corpus_layout(corpus: Path, has_dump_splits: bool) -> str:
-    """Tell a hub corpus from a dump corpus by the fields of its first row."""
-    with contextlib.closing(jsonl_rows(corpus)) as rows:
-        first = next(rows, None)
-    if first is None:
-        return "dump" if has_dump_splits else "jsonl"
-    n, row = first
-    if "chunks" in row:
-        return "dump"
-    if "_id" in row:
-        return "jsonl"
-    raise DataError(
-        f"{corpus}:{n}: missing field '_id' (hub layout) or 'chunks' (DAPR dump); {CORPUS_NEEDS}"
-    )
-
-
-__all__: list[str] = [
-    "CORPUS_SCHEMA",
-    "FORMATS",
-    "QRELS_SCHEMA",
-    "QUERIES_SCHEMA",
-    "read_dataset",
-    "read_dump",
-    "read_trec_qrels",
-    "read_trec_run",
-    "write_dataset",
-    "write_trec_qrels",
-    "write_trec_run",
-]
+__all__ = ["jsonl_rows", "read_trec_qrels", "read_trec_run", "write_trec_qrels", "write_trec_run"]

@@ -142,7 +142,7 @@ def parquet_row_count(path: Path) -> int:
 def _unreadable_parquet(path: Path, error: BaseException) -> DataError:
     return DataError(
         f"{path}: not a readable parquet file ({' '.join(str(error).split())}); "
-        "rewrite it with dapr.io.write_dataset"
+        "rewrite it with dapr.datasets.write_dataset"
     )
 
 

@@ -6,8 +6,8 @@
 |d| kept in one byte as Lucene keeps it (:func:`lucene_lengths`: exact below 24, then 4
 significant bits), and hands them to bm25s, which stores them and sums them per query. Items
 tied on score rank by id, as Anserini ranks them. English text is analysed as Lucene's English
-analyzer does, re-implemented in :mod:`dapr.retrievers.english` so both backends index the same
-terms.
+analyzer does, re-implemented in :mod:`dapr.retrievers.support.english` so both backends index the
+same terms.
 
 Chinese (``language="zh"``), written without spaces, is segmented with jieba's search-engine mode
 (:func:`jieba.lcut_for_search`): besides each word it emits the dictionary words inside long
@@ -16,10 +16,11 @@ the passage still matches. Latin letters are lowercased, tokens of only punctuat
 whitespace are dropped, and nothing is stemmed; no stop words are removed, since BM25's idf
 already gives the frequent function words (的, 了, 是) almost no weight.
 
-``backend="pyserini"`` indexes and searches with Lucene itself (see :mod:`dapr.retrievers.lucene`;
-for Chinese it uses Lucene's CJK bigrams, not jieba). Either backend returns the top ``k`` items
-with a score above 0: items sharing no term with the query are never returned. ``score`` ranks
-given candidates (hierarchical retrieval) with the same scores, 0 for those sharing no term.
+``backend="pyserini"`` indexes and searches with Lucene itself (see
+:mod:`dapr.retrievers.support.lucene`; for Chinese it uses Lucene's CJK bigrams, not jieba). Either
+backend returns the top ``k`` items with a score above 0: items sharing no term with the query are
+never returned. ``score`` ranks given candidates (hierarchical retrieval) with the same scores, 0
+for those sharing no term.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from dapr.data import Run
-from dapr.errors import DaprError
-from dapr.retrievers.english import EnglishAnalyzer, TermIds
+from dapr.errors import DaprError, check_choice
+from dapr.retrievers.support.english import EnglishAnalyzer, TermIds
 
 _CHUNK_TOKENS = 1 << 22
 """Terms gathered before they are turned into postings (a 4M-term chunk takes ~100 MB)."""
@@ -195,16 +196,8 @@ class BM25:
         backend: str = "bm25s",
         java_heap: str = "2g",
     ):
-        if language not in LANGUAGES:
-            raise DaprError(
-                f"retriever 'bm25': unknown language {language!r}; "
-                f"choose one of: {', '.join(LANGUAGES)}"
-            )
-        if backend not in BACKENDS:
-            raise DaprError(
-                f"retriever 'bm25': unknown backend {backend!r}; "
-                f"choose one of: {', '.join(BACKENDS)}"
-            )
+        check_choice("retriever 'bm25'", "language", language, LANGUAGES)
+        check_choice("retriever 'bm25'", "backend", backend, BACKENDS)
         self.k1 = k1
         self.b = b
         self.threads = threads
@@ -239,7 +232,7 @@ class BM25:
 
     def index(self, items: Iterable[tuple[str, str]], store: Path) -> None:
         if self.backend == "pyserini":
-            from dapr.retrievers import lucene
+            from dapr.retrievers.support import lucene
 
             store.mkdir(parents=True, exist_ok=True)
             lucene.build_index(items, store, self.language, self._cores(), self.java_heap)
@@ -313,7 +306,7 @@ class BM25:
         return chunks, np.array(lengths, dtype=np.int64), vocab
 
     def load(self, store: Path) -> None:
-        from dapr.retrievers import lucene
+        from dapr.retrievers.support import lucene
 
         lucene_language = lucene.indexed_language(store)
         built = "pyserini" if lucene_language is not None else "bm25s"
@@ -364,7 +357,7 @@ class BM25:
             return lucene_scores(self._lucene, queries, candidates)
         if self._model is None or self._ids is None:
             raise RuntimeError("BM25.score called before index() or load()")
-        from dapr.retrievers.exact import candidate_rows
+        from dapr.retrievers.support.exact import candidate_rows
 
         qids, rows = candidate_rows(queries, candidates, self._ids)
         texts = [queries[q] for q, found in zip(qids, rows) if len(found)]
@@ -394,7 +387,7 @@ class BM25:
 
 
 def lucene_scores(searcher, queries: Mapping[str, str], candidates: Run) -> Run:
-    """:meth:`BM25.score` on Lucene (a :class:`dapr.retrievers.lucene.LuceneSearcher`): per
+    """:meth:`BM25.score` on Lucene (a :class:`dapr.retrievers.support.lucene.LuceneSearcher`): per
     query, Anserini's bag-of-words query as an optional clause and the candidates' ids (a
     ``TermInSetQuery`` on the ``id`` field) as a filter, so every candidate in the index is a hit,
     scored as search scores it (0 when it shares no term with the query). One query at a time."""

@@ -2,9 +2,9 @@
 
 The corpus is encoded chunk by chunk into ``shard-NNNNN.npy`` files (float32), on every visible
 GPU when there are several; search maps the shards back and scores them block by block (see
-:mod:`dapr.retrievers.exact`), so neither encoding nor search holds the corpus in memory. The
-shards live in the index store, whose cache key is the model's name and revision, its pooling and
-length, the corpus fingerprint and the contextualizer: an encoded corpus is never encoded again.
+:mod:`dapr.retrievers.support.exact`), so neither encoding nor search holds the corpus in memory.
+The shards live in the index store, whose cache key is the model's name and revision, its pooling
+and length, the corpus fingerprint and the contextualizer: an encoded corpus is never encoded again.
 ``score`` ranks given candidates (hierarchical retrieval) reading only their rows of the shards.
 """
 
@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from dapr.checkpoints import revision, sentence_transformer
 from dapr.data import Run
+from dapr.interfaces import Preset
 from dapr.io.files import write_bytes_atomic
-from dapr.models import revision, sentence_transformer
-from dapr.registry import Preset
-from dapr.retrievers.encoding import encode_into
-from dapr.retrievers.exact import (
+from dapr.retrievers.support.encoding import encode_into
+from dapr.retrievers.support.exact import (
     TopK,
     candidate_rows,
     score_candidates,

@@ -25,12 +25,12 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from dapr.checkpoints import load, revision
 from dapr.data import Run
 from dapr.errors import DaprError
-from dapr.models import load, revision
-from dapr.registry import Preset
-from dapr.retrievers.encoding import encoding_pool, gpus
-from dapr.retrievers.exact import use_all_cores
+from dapr.interfaces import Preset
+from dapr.retrievers.support.encoding import encoding_pool, gpus
+from dapr.retrievers.support.exact import use_all_cores
 
 _CHUNK_BATCHES = 64
 """Pairs scored per call to the model, in batches: memory stays bounded by this many pairs."""

@@ -16,8 +16,8 @@ transposed is an inverted index (for each term, the documents holding it). Searc
 queries (a CSR matrix) times a shard's inverted index gives the queries' scores on the shard's
 documents, touching only the documents that share a term with a query. Batches of queries are
 scored on separate threads (scipy's sparse product releases the GIL but is single-threaded) and
-the best ``k`` items are merged block by block (see :mod:`dapr.retrievers.exact`), so the score
-matrix of all queries against the corpus is never held. Items that share no active term with a
+the best ``k`` items are merged block by block (see :mod:`dapr.retrievers.support.exact`), so the
+score matrix of all queries against the corpus is never held. Items that share no active term with a
 query (score 0) are not returned, as with BM25. ``score`` ranks given candidates (hierarchical
 retrieval) reading only the shards that hold them; there a candidate sharing no term scores 0.
 """
@@ -33,13 +33,13 @@ from typing import Any
 
 import numpy as np
 
+from dapr.checkpoints import load, revision
 from dapr.data import Run
 from dapr.errors import DaprError
+from dapr.interfaces import Preset
 from dapr.io.files import write_bytes_atomic
-from dapr.models import load, revision
-from dapr.registry import Preset
-from dapr.retrievers.encoding import encode_into
-from dapr.retrievers.exact import (
+from dapr.retrievers.support.encoding import encode_into
+from dapr.retrievers.support.exact import (
     TopK,
     candidate_rows,
     cores,

@@ -4,7 +4,7 @@ The hub dataset holds one config per table: ``<Name>-corpus``, ``<Name>-queries`
 ``<Name>-qrels`` and, where present, ``<Name>-docs``, ``<Name>-keyphrases`` and
 ``<Name>-corpus_coref``. Its dataset card lists each config's parquet files per split. A fetch
 downloads the card, then only the files of the configs of one dataset, and arranges them as a
-dataset directory in the hub layout that :func:`dapr.io.read_dataset` reads::
+dataset directory in the hub layout that :func:`dapr.datasets.read_dataset` reads::
 
     corpus/0000.parquet ...   queries/{split}.parquet   qrels/{split}.parquet
     docs/ keyphrases/ corpus_coref/   (the optional configs, as published)

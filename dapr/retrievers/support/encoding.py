@@ -1,6 +1,6 @@
 """What the neural retrievers share: items in chunks stored as shards that an interrupted
 index resumes from, and encoding on several devices: a sentence-transformers pool over this
-machine's GPUs, or Ray Data actors over a cluster's (:mod:`dapr.actors`)."""
+machine's GPUs, or Ray Data actors over a cluster's (:mod:`dapr.ray_actors`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 from tqdm.auto import tqdm
 
-from dapr import actors
+from dapr import ray_actors
 from dapr.io.files import write_bytes_atomic
 
 T = TypeVar("T")
@@ -51,10 +51,10 @@ def shards(
     A chunk that an earlier, interrupted attempt already stored (the same ids and texts, as its
     ``.done`` marker records) is not encoded again: filling the same ``store`` again resumes.
     ``encode`` must write ``path`` atomically (see :func:`dapr.io.files.write_bytes_atomic`).
-    Inside :func:`dapr.actors.on_actors`, missing chunks go to Ray Data actors calling
+    Inside :func:`dapr.ray_actors.on_actors`, missing chunks go to Ray Data actors calling
     ``writer.write_shard`` instead (``store`` must then be on a file system they share).
     """
-    setting = actors.current()
+    setting = ray_actors.current()
     if writer is not None and setting is not None:
         yield from _on_ray(items, store, size, suffix, writer, setting)
         return
@@ -128,7 +128,7 @@ def _on_ray(
     size: int,
     suffix: str,
     writer: ShardWriter,
-    setting: actors.Actors,
+    setting: ray_actors.Actors,
 ) -> Iterator[Chunk]:
     """:func:`shards` with the missing shards of each window encoded by Ray Data actors."""
     window = setting.window or 16 * setting.count
@@ -148,7 +148,7 @@ def _on_ray(
 
 
 def _encode_on_ray(
-    missing: list[tuple[Chunk, Path]], writer: ShardWriter, setting: actors.Actors
+    missing: list[tuple[Chunk, Path]], writer: ShardWriter, setting: ray_actors.Actors
 ) -> None:
     """Write and mark the shards of ``missing`` with one Ray Data pass; each actor marks the
     shards it stored as it goes."""
@@ -167,7 +167,7 @@ def _encode_on_ray(
 
 
 def _ray_pass(
-    rows: list[dict[str, Any]], writer: ShardWriter, setting: actors.Actors
+    rows: list[dict[str, Any]], writer: ShardWriter, setting: ray_actors.Actors
 ) -> tuple[set[str], str | None]:
     """The paths one Ray Data pass over ``rows`` wrote, and what went wrong (None: nothing).
 

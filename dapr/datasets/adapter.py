@@ -71,7 +71,7 @@ class Adapter:
 
     def load(self, **options: Any) -> Dataset:
         """The ready dataset: the prepared copy, fetched from the hub first if needed."""
-        from dapr.io import read_dataset
+        from dapr.datasets import read_dataset
 
         if options:
             raise DaprError(
@@ -84,7 +84,7 @@ class Adapter:
                     f"dataset {self.name!r} is not built yet; build it with "
                     f"`dapr data build {self.name} --source DIR` ({self.origin})"
                 )
-            from dapr.published import fetch_published
+            from dapr.datasets.published import fetch_published
 
             fetch_published(self.name, self.prepared, repo=self.hub_repo)
         return read_dataset(self.prepared, self.name)
@@ -153,7 +153,7 @@ class Adapter:
 
     def require(self, source: Path, download: bool = False) -> None:
         """Check that every raw file is in ``source``; download the missing ones if asked."""
-        from dapr.download import fetch
+        from dapr.datasets.download import fetch
 
         for raw in self.raw_files:
             target = Path(source) / raw.path
@@ -182,7 +182,7 @@ class LocalAdapter(Adapter):
     """What ``path`` must name, for the error message."""
 
     def load(self, path: str | Path | None = None, **options: Any) -> Dataset:
-        from dapr.io import read_dataset
+        from dapr.datasets import read_dataset
         from dapr.io.rows import show
 
         if path is not None and not isinstance(path, (str, os.PathLike)):

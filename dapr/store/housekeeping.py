@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from dapr.experiment.cache import _COMPLETE, Cache
 from dapr.io.files import pid_alive
+from dapr.store.cache import _COMPLETE, Cache
 
 STORES = (".sqlite", ".db")
 """Suffixes of SQLite entries; removed only while no connection has them open."""

@@ -1,6 +1,6 @@
 """Ray actors a job spreads its corpus work over: the shards of a neural index are encoded by
-Ray Data actors (:func:`dapr.retrievers.encoding.shards`), documents are contextualized by chain
-actors (:func:`dapr.contextualizers.pipeline.contextualize_corpus`).
+Ray Data actors (:func:`dapr.retrievers.support.encoding.shards`), documents are contextualized by
+chain actors (:func:`dapr.experiment.contextualize.contextualize_corpus`).
 
 A job on Ray enters :func:`on_actors` with the experiment's ``resources`` (see
 :func:`dapr.experiment.schedule.actors`); outside it, and without Ray, the same work runs in

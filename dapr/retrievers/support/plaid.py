@@ -27,18 +27,15 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from dapr.checkpoints import load
 from dapr.data import Run
 from dapr.errors import DaprError
-from dapr.models import load
 from dapr.paths import home
-from dapr.retrievers.late_interaction import import_colbert, quiet
-
-if TYPE_CHECKING:
-    from dapr.retrievers.late_interaction import LateInteraction
+from dapr.retrievers.support.colbert import ColBERTSettings, import_colbert, quiet
 
 _INDEX = "plaid"
 """Folder of the colbert-ai index inside the store."""
@@ -48,7 +45,7 @@ _MIN_VECTORS = 256
 """Below this many token vectors colbert-ai asks k-means for more centroids than points."""
 
 
-def build_index(retriever: LateInteraction, items: Iterable[tuple[str, str]], store: Path) -> None:
+def build_index(retriever: ColBERTSettings, items: Iterable[tuple[str, str]], store: Path) -> None:
     """Index ``items`` with colbert-ai's ``Indexer`` into ``store``."""
     colbert = import_colbert()
     _tolerate_detached_git()
@@ -85,7 +82,7 @@ def build_index(retriever: LateInteraction, items: Iterable[tuple[str, str]], st
 class PlaidIndex:
     """colbert-ai's ``Searcher`` over the PLAID index in a store, opened on the first search."""
 
-    def __init__(self, retriever: LateInteraction, store: Path):
+    def __init__(self, retriever: ColBERTSettings, store: Path):
         if not (store / _INDEX / "metadata.json").is_file():
             raise DaprError(
                 f"retriever 'late_interaction': no PLAID index in {store / _INDEX}; "
@@ -210,7 +207,7 @@ def _checked(path: str) -> str:
     return path
 
 
-def _lengths(retriever: LateInteraction) -> dict[str, int]:
+def _lengths(retriever: ColBERTSettings) -> dict[str, int]:
     settings = {"query_maxlen": retriever.query_maxlen, "doc_maxlen": retriever.doc_maxlen}
     return {k: v for k, v in settings.items() if v is not None}
 
@@ -225,3 +222,28 @@ def _write_collection(items: Iterable[tuple[str, str]], path: Path) -> list[str]
             out.write(f"{pid}\t{text.translate(table)}\n")
             ids.append(item_id)
     return ids
+
+
+def plaid_scores(index: Any, texts: Sequence[str], rows: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The scores a PLAID ``index`` (:class:`dapr.retrievers.support.plaid.PlaidIndex`) gives each
+    query (``texts[q]``) on its candidate passages ``rows[q]`` (pids), in that order: colbert-ai's
+    final ranking stage alone, MaxSim over the candidates' decompressed vectors, which is what
+    PLAID's search scores the passages it keeps with."""
+    import torch
+
+    searcher = index.searcher()
+    colbert = import_colbert()
+    found: list[np.ndarray] = []
+    with colbert_run(colbert, index.store), torch.inference_mode():
+        vectors = searcher.encode(list(texts))
+        for q, pids in enumerate(rows):
+            if not len(pids):
+                found.append(np.zeros(0, dtype=np.float64))
+                continue
+            wanted = torch.from_numpy(np.asarray(pids, dtype=np.int32))
+            # without centroid scores colbert-ai neither prunes nor reorders the pids
+            scores, _ = searcher.ranker.score_pids(
+                searcher.config, vectors[q : q + 1], wanted, None
+            )
+            found.append(scores.double().numpy())
+    return found

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from dapr.data import IdIndex, Run
+from dapr.data import Run
+from dapr.ids import IdIndex
 
 
 def cores() -> int:

@@ -1,0 +1,32 @@
+"""The ``dapr`` command: one module per command group, each adding its parsers."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from dapr.cli import cache, contextualize, data, evaluate, plugins, results, run
+from dapr.errors import DaprError
+
+GROUPS = (run, data, contextualize, results, evaluate, cache, plugins)
+"""In the order ``dapr --help`` lists them."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except DaprError as error:
+        print(f"dapr: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("dapr: interrupted; finished steps are cached, rerun to resume", file=sys.stderr)
+        return 130
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="dapr", description="Document-aware passage retrieval")
+    commands = top.add_subparsers(required=True, metavar="COMMAND")
+    for group in GROUPS:
+        group.add(commands)
+    return top

@@ -1,0 +1,59 @@
+"""``dapr cache``: list and prune the content-addressed cache (:mod:`dapr.store`)."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import timedelta
+
+from dapr.errors import DaprError
+
+
+def add(commands: argparse._SubParsersAction) -> None:
+    cache = commands.add_parser("cache", help="list or prune the cache ($DAPR_HOME/cache)")
+    actions = cache.add_subparsers(required=True, metavar="ACTION")
+    listing = actions.add_parser("ls", help="entries per kind and their size")
+    listing.add_argument("--all", action="store_true", help="one line per entry")
+    listing.set_defaults(handler=_ls)
+    prune = actions.add_parser(
+        "prune",
+        help="remove entries not used for a while, and what killed runs left behind",
+        description="Removes complete entries unused for --older-than DAYS (or every entry with "
+        "--everything), always with the temporary files of killed runs and incomplete entries. "
+        "An entry a running experiment holds is waited for, never removed under it.",
+    )
+    when = prune.add_mutually_exclusive_group(required=True)
+    when.add_argument("--older-than", type=float, metavar="DAYS")
+    when.add_argument("--everything", action="store_true")
+    prune.add_argument("--kind", action="append", help="only these kinds (indexes, runs, contexts)")
+    prune.add_argument("--dry-run", action="store_true", help="list, remove nothing")
+    prune.set_defaults(handler=_prune)
+
+
+def _ls(args: argparse.Namespace) -> int:
+    from dapr.store.cache import Cache
+    from dapr.store.housekeeping import entries, human_size, summary
+
+    cache = Cache()
+    found = entries(cache)
+    print(f"{cache.root}\n")
+    print(summary(found))
+    if args.all:
+        for entry in found:
+            print(f"{entry.kind:<9} {entry.key}  {human_size(entry.bytes):>9}  {entry.state}")
+    return 0
+
+
+def _prune(args: argparse.Namespace) -> int:
+    from dapr.store.cache import Cache
+    from dapr.store.housekeeping import human_size, prune
+
+    if args.older_than is not None and args.older_than < 0:
+        raise DaprError(f"--older-than must be a number of days >= 0, got {args.older_than}")
+    older = None if args.everything else timedelta(days=args.older_than)
+    removed = prune(Cache(), older_than=older, kinds=args.kind, dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    for entry in removed:
+        print(f"  {entry.kind:<9} {entry.key}  {human_size(entry.bytes)}  {entry.state}")
+    total = human_size(sum(entry.bytes for entry in removed))
+    print(f"{verb} {len(removed)} entries, {total}")
+    return 0

@@ -1,0 +1,97 @@
+"""``dapr run``: an experiment file, locally or with its retrieval jobs on Ray."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import replace
+from pathlib import Path
+
+
+def add(commands: argparse._SubParsersAction) -> None:
+    run = commands.add_parser("run", help="run an experiment file")
+    run.add_argument("file", type=Path)
+    run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting, e.g. --set split=dev or --set fusion.f.args.alpha=0.3",
+    )
+    run.add_argument("--out", type=Path, help="output directory (default results/<experiment>)")
+    run.add_argument(
+        "--ray",
+        action="store_true",
+        help="run the retrieval jobs as Ray tasks on a local Ray sized to this machine",
+    )
+    run.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="run the retrieval jobs on the Ray cluster at ADDR (auto, or ray://host:port); "
+        "$DAPR_HOME must be on a file system every node shares",
+    )
+    run.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from dapr.experiment.config import load_grid
+    from dapr.experiment.results import check_output
+
+    experiments = load_grid(args.file, args.overrides)
+    outs = []
+    for experiment in experiments:
+        # one experiment per dataset of a grid, named <name>/<dataset>: a directory each
+        name, _, dataset = experiment.name.partition("/")
+        out = args.out or Path("results") / name
+        outs.append(out / dataset if dataset else out)
+        check_output(outs[-1])  # before any work
+    if args.ray or args.ray_address:
+        _run_jobs(experiments, args.ray_address)
+    for experiment, out in zip(experiments, outs):
+        _run_one(experiment, out)
+    return 0
+
+
+def _run_jobs(experiments: list, ray_address: str | None) -> None:
+    """Compute every retrieval run of the experiments (and of their sweeps' tuning splits) as
+    parallel Ray jobs; the experiments then find them in the cache."""
+    from dapr.experiment.schedule import plan, run_jobs
+    from dapr.store.cache import Cache
+
+    tuning = [replace(e, split=e.sweep.tune_on) for e in experiments if e.sweep is not None]
+    jobs = plan([*experiments, *tuning])
+    print(f"{len(jobs)} retrieval jobs on Ray")
+    finished = run_jobs(jobs, Cache(), ray_address, use_ray=True)
+    started = min((done.started for done in finished), default=0.0)
+    for done in finished:
+        what = ", ".join(done.computed) or "all cached"
+        print(
+            f"  job {done.system:<20} {done.host}:{done.pid:<7} "
+            f"{done.started - started:6.1f}s .. {done.finished - started:6.1f}s  {what}"
+        )
+
+
+def _run_one(experiment, out: Path) -> None:
+    from dapr.experiment import results, summary, sweep
+    from dapr.experiment.manifest import manifest
+    from dapr.experiment.runner import Runner
+
+    started = time.time()
+    swept = None
+    if experiment.sweep is None:
+        outcome = Runner(experiment).run()
+    else:
+        swept = sweep.run_sweep(experiment)
+        outcome = swept.outcome
+    results.write(outcome, out, manifest(outcome, started, time.time()), swept)
+    width = max((len(step.system) for step in outcome.steps), default=0)
+    for step in outcome.steps:
+        print(f"  {step.kind:<6} {step.system:<{width}}  {step.status:<8} {step.seconds:7.1f}s")
+    print(f"\n{experiment.name}: {outcome.dataset.name}, split {experiment.split}\n")
+    if swept is not None:
+        print(sweep.markdown(swept))
+    print(summary.markdown(outcome))
+    if outcome.costs:
+        print(summary.cost_markdown(summary.cost_rows(outcome.costs, outcome)))
+    print(f"results written to {out}")

@@ -1,0 +1,252 @@
+"""A results directory of ``dapr run``: the only module that writes or reads one.
+
+``out/`` holds ``runs/<system>.trec``, ``metrics.json`` (means and per-query values, query
+categories, contextualization costs), ``summary.md`` / ``.csv``, ``contextualization.md`` /
+``.csv`` and ``categories.md`` where they apply, ``manifest.json``, and for a sweep ``sweep.md``
+/ ``.csv`` / ``.json`` with its plot. It is built beside ``out`` and swapped in whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dapr.analysis.table import Result, result_from_metrics
+from dapr.errors import DaprError
+from dapr.experiment import summary
+from dapr.experiment.runner import Outcome
+from dapr.experiment.sweep import SweepResult
+from dapr.io import write_trec_run
+from dapr.io.files import atomic_directory, pid_alive, write_bytes_atomic
+from dapr.io.rows import check_tokens
+
+METRICS = "metrics.json"
+SWEEP = "sweep.json"
+
+
+def check_output(out: Path) -> None:
+    """Raise a DaprError naming ``out`` and the fix unless :func:`write` can put a results
+    directory there; creates nothing, so it can run before any work.
+
+    ``out`` may be missing (its parents are created), empty, or an earlier results directory
+    (one with ``metrics.json``), which :func:`write` replaces whole.
+    """
+    out = Path(os.path.abspath(out))
+    if out.exists() and not out.is_dir():
+        raise DaprError(f"{out}: exists and is not a directory; remove it or choose another --out")
+    cwd = Path.cwd()
+    if out == cwd or out in cwd.parents:
+        raise DaprError(
+            f"{out}: is the working directory or holds it, so it cannot be replaced by the "
+            "results; choose another --out, e.g. results/<experiment>"
+        )
+    if out.is_dir() and not (out / METRICS).is_file() and any(out.iterdir()):
+        raise DaprError(
+            f"{out}: exists and is not a results directory of dapr run (no metrics.json), so "
+            "dapr will not replace it; empty it or choose another --out"
+        )
+    ancestor = out.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise DaprError(
+            f"{out}: cannot be created, {ancestor} is a file, not a directory; choose another --out"
+        )
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".dapr-probe-", dir=ancestor))
+    except OSError as error:
+        raise DaprError(
+            f"{out}: cannot be written ({error.strerror} in {ancestor}); "
+            "choose a writable --out or fix the directory's permissions"
+        ) from None
+
+
+def write(
+    outcome: Outcome,
+    out: Path,
+    manifest: dict | None = None,
+    swept: SweepResult | None = None,
+) -> None:
+    """Write ``runs/<system>.trec``, ``metrics.json``, ``summary.md`` and ``summary.csv``, and
+    where contextualizers ran, their cost as ``contextualization.md`` and ``.csv``; the
+    ``manifest`` as ``manifest.json``; and what a sweep found (``swept``).
+
+    The directory is built beside ``out`` and swapped in at the end: a failed write leaves
+    no partial results (and ``out``, if it held earlier results, untouched).
+    """
+    check_output(out)
+    for system in outcome.runs:  # before anything is written, and naming the real path
+        check_tokens([system], "system name", out / "runs" / f"{system}.trec")
+    out = Path(os.path.abspath(out))
+    _remove_stale_scratch(out)
+    created = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
+    try:
+        with atomic_directory(out) as scratch:
+            _write_results(outcome, scratch)
+            if manifest is not None:
+                _write_text(scratch / "manifest.json", json.dumps(manifest, indent=1) + "\n")
+            if swept is not None:
+                _write_sweep(swept, scratch)
+    except OSError as error:
+        _remove_empty(created)
+        raise DaprError(
+            f"{out}: cannot write the results ({error.strerror or error}); free some space or "
+            "choose another --out"
+        ) from None
+    except BaseException:
+        _remove_empty(created)
+        raise
+
+
+def _remove_stale_scratch(out: Path) -> None:
+    """Remove the scratch directories beside ``out`` that killed runs left behind (those
+    named ``.<out>.<pid>.<token>.tmp[.old]`` whose process is gone)."""
+    if not out.parent.is_dir():
+        return
+    for scratch in out.parent.glob(f".{glob.escape(out.name)}.*.tmp*"):
+        pid = scratch.name[len(out.name) + 2 :].split(".")[0]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _remove_empty(directories: list[Path]) -> None:
+    """Remove the directories (deepest first) that were created for a failed write."""
+    for directory in directories:
+        with contextlib.suppress(OSError):
+            directory.rmdir()
+
+
+def _write_results(outcome: Outcome, out: Path) -> None:
+    exp = outcome.experiment
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    for system, run in outcome.runs.items():
+        write_trec_run(run, out / "runs" / f"{system}.trec", system)
+    metrics = {
+        "experiment": exp.name,
+        "dataset": outcome.dataset.name,
+        "dataset_fingerprint": outcome.dataset.fingerprint,
+        "split": exp.split,
+        "depth": exp.depth,
+        "labels": {qid: list(labels) for qid, labels in outcome.labels.items()},
+        "systems": {
+            system: {
+                "level": outcome.levels[system],
+                **outcome.tags[system],
+                "mean": evaluation.means,
+                "per_query": evaluation.per_query,
+            }
+            for system, evaluation in outcome.evaluations.items()
+        },
+    }
+    if outcome.costs:
+        metrics["contextualization"] = {s: c.as_dict() for s, c in outcome.costs.items()}
+        costs = summary.cost_rows(outcome.costs, outcome)
+        _write_text(out / "contextualization.md", summary.cost_markdown(costs))
+        _write_text(out / "contextualization.csv", summary.table_csv(costs))
+    if outcome.labels:
+        _write_text(
+            out / "categories.md",
+            summary.category_markdown(metrics, summary.headline_metric(outcome)),
+        )
+    _write_text(out / METRICS, json.dumps(metrics, indent=1) + "\n")
+    _write_text(out / "summary.md", summary.markdown(outcome))
+    _write_text(out / "summary.csv", summary.csv_text(outcome))
+
+
+def _write_text(path: Path, text: str) -> None:
+    write_bytes_atomic(path, [text.encode()])
+
+
+def _write_sweep(result: SweepResult, out: Path) -> None:
+    """``sweep.md``, ``sweep.csv``, ``sweep.json`` and the plot ``sweep.png`` / ``.pdf``."""
+    from dapr.analysis.plots import sweep_plot
+    from dapr.experiment import sweep
+
+    _write_text(out / "sweep.md", sweep.markdown(result))
+    _write_text(out / "sweep.csv", sweep.csv_text(result))
+    _write_text(out / SWEEP, json.dumps(sweep.summary(result), indent=1) + "\n")
+    parameter = result.sweep
+    curves = {
+        f"{subset} ({split}, n={result.sizes[split][subset]})": list(zip(parameter.values, means))
+        for split in reversed(result.splits)
+        for subset, means in result.means[split].items()
+    }
+    sweep_plot(curves, parameter.argument, parameter.metric, out / "sweep", chosen=result.chosen)
+
+
+def write_tables(out: Path, stem: str, tables: Mapping[str, str]) -> None:
+    """``out/<stem>.<extension>`` for each ``{extension: text}`` (a report's table formats)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for extension, text in tables.items():
+        _write_text(out / f"{stem}.{extension}", text)
+
+
+def metrics_files(paths: Sequence[Path]) -> list[Path]:
+    """Each path's metrics.json, or those of the results directories under it (a grid)."""
+    found = []
+    for path in paths:
+        if path.is_file() or (path / METRICS).is_file():
+            found.append(path)
+        elif path.is_dir() and (below := sorted(path.rglob(METRICS))):
+            found.extend(below)
+        else:
+            raise DaprError(f"{path}: no metrics.json here; give a results directory of dapr run")
+    return found
+
+
+def read_metrics(path: Path) -> dict[str, Any]:
+    """The ``metrics.json`` of a results directory (or that file itself), checked for the keys
+    every reader relies on; a DaprError naming the file and the fix otherwise."""
+    file = path / METRICS if path.is_dir() else path
+    if not file.is_file():
+        raise DaprError(f"{file}: no such file; pass a results directory written by `dapr run`")
+    data = _json(file)
+    for key, kind in (("dataset", str), ("systems", dict)):
+        if not isinstance(data.get(key), kind):
+            raise DaprError(
+                f"{file}: key {key!r} missing or not a {kind.__name__}; rerun `dapr run`"
+            )
+    for name, entry in data["systems"].items():
+        if not isinstance(entry, dict):
+            raise DaprError(f"{file}: systems.{name} is not an object; rerun `dapr run`")
+        for key in ("mean", "per_query"):
+            if not isinstance(entry.get(key), dict):
+                raise DaprError(f"{file}: systems.{name}.{key} missing or not an object")
+    return data
+
+
+def load_results(paths: Sequence[Path]) -> list[Result]:
+    """:func:`read_metrics` of each path, as the rows and scores tables are built from."""
+    results = []
+    for path in paths:
+        path = Path(path)
+        file = path / METRICS if path.is_dir() else path
+        results.append(result_from_metrics(file, read_metrics(path)))
+    return results
+
+
+def read_sweep(directory: Path) -> dict[str, Any]:
+    """The ``sweep.json`` of a results directory whose experiment swept a parameter."""
+    file = directory / SWEEP
+    if not file.is_file():
+        raise DaprError(f"{directory}: no sweep.json; run an experiment with a sweep block")
+    return _json(file)
+
+
+def _json(file: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DaprError(f"{file}: not valid JSON ({e}); rerun `dapr run` to rewrite it") from None
+    except OSError as e:
+        raise DaprError(f"{file}: cannot be read ({e.strerror}); check its permissions") from None
+    if not isinstance(data, dict):
+        raise DaprError(f"{file}: expected a JSON object written by `dapr run`")
+    return data

@@ -1,0 +1,195 @@
+"""The experiment file's schema, declared once: each section is a dataclass whose fields are its
+keys, in the order error messages list them.
+
+What a key accepts in YAML follows from the field's type (``str``, ``int``, a number, a mapping,
+a list; ``X | None`` accepts ``X``), unless the field's metadata says otherwise (``yaml``: the
+accepted types, ``kind``: how an error message names them) where the file's form differs from
+the typed setting (``contextualizer: title`` becomes a tuple of steps). :func:`check_fields`
+checks a section's keys and their types; :mod:`dapr.experiment.validate` checks what they name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dapr.errors import ConfigError
+from dapr.evaluation import DEFAULT_METRICS
+from dapr.experiment.chain import ContextStep
+
+LEVELS = ("passage", "document")
+CATEGORY_SOURCES = ("dataset", "title_mention")
+
+
+def yaml(accepts: tuple[type, ...], kind: str, default: Any = dataclasses.MISSING, **kw: Any):
+    """A field whose YAML form is one of ``accepts`` (named ``kind`` in error messages)."""
+    return field(default=default, metadata={"yaml": accepts, "kind": kind}, **kw)
+
+
+@dataclass(frozen=True)
+class RetrieverSpec:
+    """One retrieval system: a registered retriever over passages or whole documents."""
+
+    name: str
+    level: str = "passage"
+    args: dict[str, Any] = field(default_factory=dict)
+    contextualizer: tuple[ContextStep, ...] = yaml(
+        (str, dict, list, type(None)), "a name, a mapping {name, args} or a list of them", ()
+    )
+    """Steps applied in order to every document's passages before indexing."""
+    first_stage: str | None = None
+    """For a reranker: the system of the experiment whose run it re-scores."""
+    approach: str | None = None
+    """How tables name the approach (default: derived, e.g. "passage only", "+ title")."""
+
+
+@dataclass(frozen=True)
+class FusionSpec:
+    """A fuser combining two systems of the same experiment: a document-level and a
+    passage-level one (``document``, ``passage``), or two passage-level ones (``passages``)."""
+
+    name: str
+    document: str | None = None
+    passage: str | None = None
+    passages: tuple[str, ...] = ()
+    args: dict[str, Any] = field(default_factory=dict)
+    approach: str | None = None
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return self.passages or (self.document, self.passage)
+
+
+@dataclass(frozen=True)
+class Range:
+    """``{start, stop, step}``: the values from ``start`` to ``stop`` (included)."""
+
+    start: float
+    stop: float
+    step: float
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Evaluate every value of one fusion argument on ``tune_on``, keep the best by ``metric``,
+    and report it on the experiment's split (cached runs are fused again; nothing re-retrieved)."""
+
+    parameter: str
+    """``fusion.<system>.args.<argument>``."""
+    values: tuple[Any, ...] = yaml(
+        (list, dict), "a list of values or a mapping {start, stop, step}", ()
+    )
+    tune_on: str = "dev"
+    metric: str = "nDCG@10"
+    subset: str | None = yaml((str, type(None)), "a string or null", "hard")
+    """A query set drawn beside all queries: ``hard`` (every passage-level retriever of the
+    experiment scores 0 on ``metric``), a query category of the dataset, or null."""
+
+    system: str = field(init=False, metadata={"yaml": None})
+    """The fusion system of ``parameter`` (derived, not a key of the file)."""
+    argument: str = field(init=False, metadata={"yaml": None})
+    """The argument of ``parameter`` (derived, not a key of the file)."""
+
+    def __post_init__(self) -> None:
+        parts = self.parameter.split(".")
+        object.__setattr__(self, "system", parts[1] if len(parts) == 4 else "")
+        object.__setattr__(self, "argument", parts[3] if len(parts) == 4 else "")
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What each retrieval job asks Ray for, and over how many Ray actors it spreads encoding
+    and contextualizing its corpus (``actors``; 0 or absent: it does that itself)."""
+
+    gpus_per_job: float = 0
+    cpus_per_job: float = 1
+    actors: int = 0
+    gpus_per_actor: float = 0
+    cpus_per_actor: float = 1
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    dataset: str
+    dataset_args: dict[str, Any] = field(default_factory=dict)
+    split: str = "test"
+    depth: int = 1000
+    metrics: tuple[str, ...] = DEFAULT_METRICS
+    retrievers: dict[str, RetrieverSpec] = field(default_factory=dict)
+    fusion: dict[str, FusionSpec] = field(default_factory=dict)
+    workers: int | None = None
+    """Processes for contextualizing a corpus (default: every core)."""
+    categories: str = "dataset"
+    """Query categories for per-category results: ``dataset`` (the dataset's own labels),
+    ``title_mention`` (whether a gold passage names its document's title), or a TSV file."""
+    sweep: Sweep | None = None
+    maxp: tuple[str, ...] = yaml((bool, list), "true, false or a list of passage-level systems", ())
+    """Passage-level systems also evaluated as document runs by MaxP (the paper's Table 4)."""
+    resources: dict[str, float] = field(default_factory=dict)
+    """The keys of :class:`Resources` that the file sets (absent ones keep Ray's defaults)."""
+
+
+# -- checking a section against its dataclass -----------------------------------------------
+
+_KINDS = {
+    str: "a string",
+    int: "an integer",
+    bool: "true or false",
+    dict: "a mapping",
+    list: "a list",
+    (int, float): "a number",
+}
+
+
+def check_fields(raw: Any, section: type, path: Path, where: str) -> None:
+    """A ConfigError naming ``path``, the key and what it accepts, unless ``raw`` is a mapping of
+    known keys of ``section`` with values of the types they accept."""
+    prefix = f"{where}." if where else ""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: {where or 'top level'}: expected a mapping")
+    accepted = _accepted(section)
+    for key, value in raw.items():
+        if key not in accepted:
+            raise ConfigError(
+                f"{path}: unknown key {prefix + str(key)!r}; valid keys: {', '.join(accepted)}"
+            )
+        types_, kind = accepted[key]
+        exact_int = types_ == (int,)
+        if not isinstance(value, types_) or (isinstance(value, bool) and exact_int):
+            raise ConfigError(f"{path}: {prefix}{key} must be {kind}, got {value!r}")
+
+
+def _accepted(section: type) -> dict[str, tuple[tuple[type, ...], str]]:
+    hints = typing.get_type_hints(section)
+    out = {}
+    for f in dataclasses.fields(section):
+        if "yaml" in f.metadata and f.metadata["yaml"] is None:
+            continue  # derived from other keys
+        if "yaml" in f.metadata:
+            out[f.name] = (f.metadata["yaml"], f.metadata["kind"])
+        else:
+            accepts = _yaml_types(hints[f.name])
+            out[f.name] = (accepts, _KINDS[accepts if len(accepts) > 1 else accepts[0]])
+    return out
+
+
+def _yaml_types(hint: Any) -> tuple[type, ...]:
+    """The YAML types a typed field accepts: its type, a mapping for a dict or a section, a
+    list for a tuple, a number for a float; ``None`` is not accepted unless declared."""
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        (only,) = [a for a in typing.get_args(hint) if a is not type(None)]
+        return _yaml_types(only)
+    if hint is float:
+        return (int, float)
+    if origin in (dict, Mapping) or dataclasses.is_dataclass(hint):
+        return (dict,)
+    if origin in (tuple, list):
+        return (list,)
+    return (hint,)

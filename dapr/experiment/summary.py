@@ -1,0 +1,111 @@
+"""How an experiment's outcome reads as tables: the system means (markdown, CSV), the cost of
+contextualizing (the DAPR paper's Table 6) and the metric per query category."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from dapr.experiment.contextualize import Cost
+from dapr.experiment.runner import Outcome
+
+
+def rows(outcome: Outcome) -> list[dict[str, object]]:
+    """One row per system: its name, level and the mean of every metric."""
+    return [
+        {"system": system, "level": outcome.levels[system]}
+        | {m: evaluation.means[m] for m in outcome.experiment.metrics}
+        for system, evaluation in outcome.evaluations.items()
+    ]
+
+
+def markdown(outcome: Outcome) -> str:
+    metrics = list(outcome.experiment.metrics)
+    lines = [
+        "| system | level | " + " | ".join(metrics) + " |",
+        "|---|---|" + "---:|" * len(metrics),
+    ]
+    for row in rows(outcome):
+        values = " | ".join(f"{row[m]:.4f}" for m in metrics)
+        lines.append(f"| {row['system']} | {row['level']} | {values} |")
+    return "\n".join(lines) + "\n"
+
+
+def csv_text(outcome: Outcome) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, ["system", "level", *outcome.experiment.metrics])
+    writer.writeheader()
+    for row in rows(outcome):
+        writer.writerow({k: (f"{v:.6f}" if isinstance(v, float) else v) for k, v in row.items()})
+    return buffer.getvalue()
+
+
+def cost_rows(
+    costs: dict[str, Cost], outcome: Outcome | None = None, of: str = "system"
+) -> list[dict[str, str]]:
+    """The DAPR paper's Table 6 per system: the contextualizer chain, its speed per process, the
+    process time for the whole corpus (estimated at that speed when only a sample ran), and
+    the system's score (nDCG@10 when the experiment measures it)."""
+    metric = headline_metric(outcome) if outcome else None
+    rows = []
+    for system, cost in costs.items():
+        row = {
+            "approach": cost.approach,
+            of: system,
+            "speed (words/s)": f"{cost.words_per_second:,.1f}" if cost.seconds else "-",
+            "total latency": _duration(cost.estimated_seconds)
+            + (" (estimated)" if cost.corpus_words is not None else ""),
+            "documents": f"{cost.documents:,}",
+            "computed now": f"{cost.computed:,}",
+            "workers": str(cost.workers),
+            "wall (this run)": _duration(cost.wall_seconds),
+        }
+        if metric:
+            row[metric] = f"{outcome.evaluations[system].means[metric]:.4f}"
+        rows.append(row)
+    return rows
+
+
+def cost_markdown(rows: list[dict[str, str]]) -> str:
+    if not rows:
+        return ""
+    columns = list(rows[0])
+    lines = ["| " + " | ".join(columns) + " |", "|---|---|" + "---:|" * (len(columns) - 2)]
+    lines += ["| " + " | ".join(row[c] for c in columns) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def headline_metric(outcome: Outcome) -> str:
+    metrics = outcome.experiment.metrics
+    return "nDCG@10" if "nDCG@10" in metrics else metrics[0]
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:,.1f} h"
+
+
+def category_markdown(metrics: dict, metric: str) -> str:
+    """``metric`` per query category (columns, with their query counts) and system (rows)."""
+    from dapr.analysis.categories import category_table
+
+    systems = [s for s, v in metrics["systems"].items() if v["level"] == "passage"]
+    if not systems:
+        return ""
+    table, counts = category_table(metrics, metric, systems)
+    columns = [f"{c} (n={n})" for c, n in counts.items()]
+    lines = [f"| {metric} | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
+    for system, means in table.items():
+        lines.append(f"| {system} | " + " | ".join(f"{means[c]:.4f}" for c in counts) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def table_csv(rows: list[dict[str, str]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()

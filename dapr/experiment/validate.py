@@ -1,0 +1,371 @@
+"""Check an experiment file against the schema (:mod:`dapr.experiment.spec`) and against what
+it names: registered components and their arguments, systems and their levels, abilities a
+fusion needs (:mod:`dapr.interfaces`). Every error names the file, the key and the choices."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+from dapr import registry
+from dapr.errors import ConfigError, DaprError
+from dapr.evaluation import DEFAULT_METRICS, parse_metric
+from dapr.experiment.chain import ContextStep
+from dapr.experiment.spec import (
+    CATEGORY_SOURCES,
+    LEVELS,
+    Experiment,
+    FusionSpec,
+    Range,
+    Resources,
+    RetrieverSpec,
+    Sweep,
+    check_fields,
+)
+from dapr.interfaces import PassageFuser, Reranker, ScopedRetriever, ScopingFuser
+from dapr.retrievers.support.presets import with_preset
+
+
+def validate(raw: dict, path: Path) -> Experiment:
+    """Typed settings, or a ConfigError naming the file, the key and the valid choices."""
+    check_fields(raw, Experiment, path, "")
+    for required in ("dataset", "retrievers"):
+        if required not in raw:
+            raise ConfigError(f"{path}: missing key {required!r}")
+    dataset = raw["dataset"]
+    if dataset not in registry.datasets and not Path(dataset).is_dir():
+        raise ConfigError(
+            f"{path}: dataset: {dataset!r} is neither a registered dataset nor a directory; "
+            f"choose from: {', '.join(registry.datasets.names())}, or give a dataset directory"
+        )
+    metrics = tuple(
+        _wrap(path, "metrics", lambda m=m: parse_metric(str(m))).name
+        for m in raw.get("metrics", DEFAULT_METRICS)
+    )
+    for system in [*raw["retrievers"], *raw.get("fusion", {})]:
+        if not isinstance(system, str) or not system or any(c.isspace() for c in system):
+            raise ConfigError(
+                f"{path}: system name {system!r}: names become file names and TREC run tags; "
+                "use one without spaces, e.g. bm25-title"
+            )
+    retrievers: dict[str, RetrieverSpec] = {}
+    for system, spec in raw["retrievers"].items():
+        retrievers[system] = _retriever(spec, path, f"retrievers.{system}", retrievers)
+    fusion = {
+        system: _fusion(spec, path, f"fusion.{system}", retrievers)
+        for system, spec in raw.get("fusion", {}).items()
+    }
+    clash = set(retrievers) & set(fusion)
+    if clash:
+        raise ConfigError(f"{path}: system name {sorted(clash)[0]!r} is used twice; rename one")
+    depth = raw.get("depth", 1000)
+    if depth < 1:
+        raise ConfigError(f"{path}: depth must be a positive integer, got {depth}")
+    workers = raw.get("workers")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"{path}: workers must be a positive integer, got {workers}")
+    categories = raw.get("categories", "dataset")
+    if categories not in CATEGORY_SOURCES and not Path(categories).is_file():
+        raise ConfigError(
+            f"{path}: categories: {categories!r} is neither one of {', '.join(CATEGORY_SOURCES)} "
+            "nor an existing TSV file of query_id<TAB>category rows"
+        )
+    split = raw.get("split", "test")
+    sweep = _sweep(raw["sweep"], path, fusion, split) if "sweep" in raw else None
+    maxp = _maxp(raw.get("maxp", False), path, retrievers, fusion)
+    resources = raw.get("resources", {})
+    check_fields(resources, Resources, path, "resources")
+    for key, value in resources.items():
+        if value < 0:
+            raise ConfigError(f"{path}: resources.{key} must be a number >= 0, got {value}")
+    return Experiment(
+        name=raw.get("name", path.stem),
+        dataset=raw["dataset"],
+        dataset_args=raw.get("dataset_args", {}),
+        split=split,
+        depth=depth,
+        metrics=metrics,
+        retrievers=retrievers,
+        fusion=fusion,
+        workers=workers,
+        categories=categories,
+        sweep=sweep,
+        maxp=maxp,
+        resources=resources,
+    )
+
+
+def _maxp(
+    value: bool | list, path: Path, retrievers: dict[str, RetrieverSpec], fusion: dict
+) -> tuple[str, ...]:
+    """``true`` (every passage-level system), ``false``, or a list of passage-level systems."""
+    passage_level = [s for s, r in retrievers.items() if r.level == "passage"] + list(fusion)
+    if isinstance(value, bool):
+        return tuple(passage_level) if value else ()
+    for system in value:
+        if system not in passage_level:
+            raise ConfigError(
+                f"{path}: maxp: {system!r} is not a passage-level system of this experiment; "
+                f"choose from: {', '.join(passage_level) or 'none defined'}"
+            )
+    return tuple(value)
+
+
+def _sweep(spec: Any, path: Path, fusion: dict[str, FusionSpec], split: str) -> Sweep:
+    check_fields(spec, Sweep, path, "sweep")
+    for key in ("parameter", "values"):
+        if key not in spec:
+            raise ConfigError(f"{path}: sweep: missing key {key!r}")
+    parts = spec["parameter"].split(".")
+    if len(parts) != 4 or parts[0] != "fusion" or parts[2] != "args" or parts[1] not in fusion:
+        raise ConfigError(
+            f"{path}: sweep.parameter: {spec['parameter']!r} is not an argument of a fusion "
+            f"system; write fusion.<system>.args.<argument> with <system> one of: "
+            f"{', '.join(fusion) or 'none defined'}"
+        )
+    system, argument = parts[1], parts[3]
+    factory = registry.fusers.get(fusion[system].name)
+    values = _sweep_values(spec["values"], path)
+    for value in values:
+        _check_args(factory, {**fusion[system].args, argument: value}, path, "sweep.parameter")
+        _wrap(path, "sweep.values", lambda v=value: factory(**{**fusion[system].args, argument: v}))
+    tune_on = spec.get("tune_on", "dev")
+    if tune_on == split:
+        raise ConfigError(
+            f"{path}: sweep.tune_on: tuning on {split!r}, the split results are reported on, "
+            "would overfit it; tune on another split (e.g. tune_on: dev)"
+        )
+    metric = _wrap(path, "sweep.metric", lambda: parse_metric(str(spec.get("metric", "nDCG@10"))))
+    return Sweep(spec["parameter"], values, tune_on, metric.name, spec.get("subset", "hard"))
+
+
+def _sweep_values(values: Any, path: Path) -> tuple[Any, ...]:
+    """A list as given, or ``{start, stop, step}`` with ``stop`` included (rounded to the
+    step's decimals, so 0.1 steps give 0.3, not 0.30000000000000004)."""
+    if isinstance(values, list):
+        if not values:
+            raise ConfigError(f"{path}: sweep.values: give at least one value")
+        return tuple(values)
+    check_fields(values, Range, path, "sweep.values")
+    if set(values) != {"start", "stop", "step"}:
+        raise ConfigError(
+            f"{path}: sweep.values: give start, stop and step, "
+            "e.g. {start: 0.0, stop: 1.0, step: 0.1}"
+        )
+    start, stop, step = values["start"], values["stop"], values["step"]
+    if step <= 0 or stop < start:
+        raise ConfigError(f"{path}: sweep.values: need step > 0 and stop >= start, got {values}")
+    decimals = max(len(repr(float(x)).split(".")[1]) for x in (start, step))
+    count = int(round((stop - start) / step)) + 1
+    if start + (count - 1) * step > stop + step * 1e-9:
+        count -= 1
+    as_int = all(isinstance(x, int) for x in (start, step))
+    return tuple(
+        start + n * step if as_int else round(start + n * step, decimals) for n in range(count)
+    )
+
+
+def _retriever(
+    spec: Any, path: Path, where: str, earlier: dict[str, RetrieverSpec]
+) -> RetrieverSpec:
+    check_fields(spec, RetrieverSpec, path, where)
+    if "name" not in spec:
+        raise ConfigError(f"{path}: {where}: missing key 'name' (a registered retriever)")
+    first_stage = spec.get("first_stage")
+    default_level = earlier[first_stage].level if first_stage in earlier else "passage"
+    level = spec.get("level", default_level)
+    if level not in LEVELS:
+        raise ConfigError(f"{path}: {where}.level: {level!r} is not one of: {', '.join(LEVELS)}")
+    factory = _wrap(path, f"{where}.name", lambda: registry.retrievers.get(spec["name"]))
+    _check_stage(factory, spec["name"], first_stage, level, earlier, path, where)
+    args = _wrap(
+        path,
+        f"{where}.args.preset",
+        lambda: with_preset(spec["name"], factory, spec.get("args", {}), level),
+    )
+    _check_args(factory, args, path, f"{where}.args")
+    steps = context_steps(spec.get("contextualizer"), path, f"{where}.contextualizer")
+    if steps and level == "document":
+        raise ConfigError(
+            f"{path}: {where}.contextualizer: contextualizers apply to passages; "
+            "remove it or set level: passage"
+        )
+    return RetrieverSpec(spec["name"], level, args, steps, first_stage, spec.get("approach"))
+
+
+def context_steps(value: Any, path: Path, where: str) -> tuple[ContextStep, ...]:
+    """``title``, ``{name: keyphrases, args: {...}}`` or a list of these, applied in order."""
+    if value is None:
+        return ()
+    items = value if isinstance(value, list) else [value]
+    steps = []
+    for n, item in enumerate(items):
+        at = f"{where}[{n}]" if isinstance(value, list) else where
+        if isinstance(item, dict):
+            check_fields(item, ContextStep, path, at)
+            if "name" not in item:
+                raise ConfigError(f"{path}: {at}: missing key 'name' (a registered contextualizer)")
+            step = ContextStep(item["name"], item.get("args", {}))
+        elif isinstance(item, str):
+            step = ContextStep(item)
+        else:
+            raise ConfigError(
+                f"{path}: {at} must be a contextualizer name or a mapping {{name, args}}, "
+                f"got {item!r}"
+            )
+        factory = _wrap(
+            path,
+            f"{at}.name" if isinstance(item, dict) else at,
+            lambda s=step: registry.contextualizers.get(s.name),
+        )
+        _check_args(factory, dict(step.args), path, f"{at}.args")
+        steps.append(step)
+    return tuple(steps)
+
+
+def _check_stage(
+    factory: Any,
+    name: str,
+    first_stage: str | None,
+    level: str,
+    earlier: dict[str, RetrieverSpec],
+    path: Path,
+    where: str,
+) -> None:
+    """A reranker needs a ``first_stage`` system defined before it, at the same level; a
+    retriever takes none."""
+    reranks = isinstance(factory, Reranker)
+    if reranks and first_stage is None:
+        raise ConfigError(
+            f"{path}: {where}: {name!r} re-ranks another system's run; add first_stage: <system> "
+            f"naming one of: {', '.join(earlier) or 'none defined before it'}"
+        )
+    if not reranks and first_stage is not None:
+        raise ConfigError(
+            f"{path}: {where}.first_stage: {name!r} is a first-stage retriever, not a reranker; "
+            "remove first_stage"
+        )
+    if first_stage is None:
+        return
+    if first_stage not in earlier:
+        raise ConfigError(
+            f"{path}: {where}.first_stage: {first_stage!r} is not a system defined before it; "
+            f"choose from: {', '.join(earlier) or 'none'}"
+        )
+    if earlier[first_stage].level != level:
+        raise ConfigError(
+            f"{path}: {where}.level: a reranker works at the level of its first stage "
+            f"{first_stage!r} ({earlier[first_stage].level}); remove level or set it to that"
+        )
+
+
+def _fusion(spec: Any, path: Path, where: str, systems: dict[str, RetrieverSpec]) -> FusionSpec:
+    """``{name, document, passage, args}`` or ``{name, passages: [a, b], args}``."""
+    check_fields(spec, FusionSpec, path, where)
+    if "name" not in spec:
+        raise ConfigError(f"{path}: {where}: missing key 'name' (a registered fuser)")
+    factory = _wrap(path, f"{where}.name", lambda: registry.fusers.get(spec["name"]))
+    if "passages" in spec:
+        _passage_pair(spec, factory, path, where, systems)
+    else:
+        for key in ("document", "passage"):
+            if key not in spec:
+                raise ConfigError(
+                    f"{path}: {where}: missing key {key!r} (or give passages: [a, b] to fuse "
+                    "two passage-level systems)"
+                )
+            _input(spec[key], key, key, path, where, systems)
+    if isinstance(factory, ScopingFuser):
+        _scoring_system(spec, factory, path, where, systems)
+    _check_args(factory, spec.get("args", {}), path, f"{where}.args")
+    _wrap(path, f"{where}.args", lambda: factory(**spec.get("args", {})))
+    return FusionSpec(
+        spec["name"],
+        spec.get("document"),
+        spec.get("passage"),
+        tuple(spec.get("passages", ())),
+        spec.get("args", {}),
+        spec.get("approach"),
+    )
+
+
+def _passage_pair(
+    spec: dict, factory: Any, path: Path, where: str, systems: dict[str, RetrieverSpec]
+) -> None:
+    if "document" in spec or "passage" in spec:
+        raise ConfigError(
+            f"{path}: {where}: give either document and passage, or passages; not both"
+        )
+    pair = spec["passages"]
+    if len(pair) != 2 or not all(isinstance(s, str) for s in pair) or pair[0] == pair[1]:
+        raise ConfigError(
+            f"{path}: {where}.passages: name two different passage-level systems, got {pair!r}"
+        )
+    if not isinstance(factory, PassageFuser):
+        raise ConfigError(
+            f"{path}: {where}.name: fuser {spec['name']!r} fuses a document and a passage run "
+            "only; give document and passage instead of passages"
+        )
+    for n, system in enumerate(pair):
+        _input(system, "passage", f"passages[{n}]", path, where, systems)
+
+
+def _input(
+    system: str, level: str, key: str, path: Path, where: str, systems: dict[str, RetrieverSpec]
+) -> None:
+    if system not in systems or systems[system].level != level:
+        choices = [s for s, r in systems.items() if r.level == level]
+        raise ConfigError(
+            f"{path}: {where}.{key}: {system!r} is not a {level}-level retriever of this "
+            f"experiment; choose from: {', '.join(choices) or 'none defined'}"
+        )
+
+
+def _scoring_system(
+    spec: dict, factory: Any, path: Path, where: str, systems: dict[str, RetrieverSpec]
+) -> None:
+    """A hierarchical fuser needs a passage retriever that can score given passages."""
+    if "passages" in spec:
+        raise ConfigError(
+            f"{path}: {where}: fuser {spec['name']!r} searches within the top documents; "
+            "give document and passage instead of passages"
+        )
+    passage = systems[spec["passage"]]
+    retriever = registry.retrievers.get(passage.name)
+    if passage.first_stage is not None or not isinstance(retriever, ScopedRetriever):
+        raise ConfigError(
+            f"{path}: {where}.passage: {spec['passage']!r} ({passage.name}) cannot score "
+            "passages within given documents; use a first-stage retriever that has a score "
+            "method (bm25, dense, sparse, late_interaction)"
+        )
+
+
+def _check_args(factory: Any, args: dict, path: Path, where: str) -> None:
+    """Reject keyword arguments the component's constructor does not take."""
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        return
+    named = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    accepted = [n for n, p in parameters.items() if p.kind in named]
+    for name in args:
+        if name not in accepted:
+            raise ConfigError(
+                f"{path}: unknown key {f'{where}.{name}'!r}; "
+                f"valid keys: {', '.join(accepted) or 'none'}"
+            )
+    missing = [
+        n for n in accepted if parameters[n].default is inspect.Parameter.empty and n not in args
+    ]
+    if missing:
+        raise ConfigError(f"{path}: {where}: missing required argument {missing[0]!r}")
+
+
+def _wrap(path: Path, where: str, thunk):
+    try:
+        return thunk()
+    except DaprError as error:
+        raise ConfigError(f"{path}: {where}: {error}") from None
