@@ -21,6 +21,8 @@ class Registry:
         self.group = group
         self.kind = kind
         self._extra: dict[str, Any] = {}
+        self.generation = 0
+        """Counts run-time additions and removals (for callers that memoize lookups)."""
 
     def _entry_points(self) -> dict[str, Any]:
         return {ep.name: ep for ep in entry_points(group=self.group)}
@@ -55,10 +57,12 @@ class Registry:
     def add(self, name: str, obj: Any) -> None:
         """Register an object at run time (a notebook or a test); entry points need no call."""
         self._extra[name] = obj
+        self.generation += 1
 
     def remove(self, name: str) -> None:
         """Forget an object registered with :meth:`add`."""
         self._extra.pop(name, None)
+        self.generation += 1
 
 
 datasets = Registry("dapr.datasets", "dataset")

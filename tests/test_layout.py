@@ -48,7 +48,7 @@ def layout(tmp_path_factory) -> Path:
 def test_the_layer_contract_holds(layout):
     done = _lint(layout)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Contracts: 3 kept, 0 broken." in done.stdout
+    assert "Contracts: 4 kept, 0 broken." in done.stdout
 
 
 @pytest.mark.parametrize(
@@ -59,6 +59,12 @@ def test_the_layer_contract_holds(layout):
         ("data_loaders/nq.py", "from dapr.contextualizers import title", "Layers by data flow"),
         ("fusion.py", "from dapr import registry", "Components do not look each other up"),
         ("io/trec.py", "import torch", "Core starts without neural stacks"),
+        (
+            "contextualizers/mentions.py",
+            "from dapr.contextualizers import coref",
+            "No import cycles",
+        ),
+        ("experiment/spec.py", "from dapr.experiment import validate", "No import cycles"),
     ],
 )
 def test_an_import_against_the_contract_breaks_it(layout, tmp_path, module, upward, contract):
@@ -68,7 +74,7 @@ def test_an_import_against_the_contract_breaks_it(layout, tmp_path, module, upwa
     done = _lint(tree)
     assert done.returncode == 1, done.stdout + done.stderr
     broken = re.search(r"Contracts: (\d+) kept, (\d+) broken", done.stdout)
-    assert broken and broken.group(2) == "1", done.stdout
+    assert broken and int(broken.group(2)) >= 1, done.stdout  # an upward import is a cycle too
     assert re.search(re.escape(contract) + r".* BROKEN", done.stdout), done.stdout
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from dapr.data import Qrels
 from dapr.errors import DaprError
@@ -80,6 +81,13 @@ class Metric:
 
 def parse_metric(name: str) -> Metric:
     """The :class:`Metric` a name means, or a DaprError naming the choices."""
+    return _parse(name, registry.generation)
+
+
+@lru_cache(maxsize=256)
+def _parse(name: str, generation: int) -> Metric:
+    """:func:`parse_metric`, remembered until a metric is added or removed at run time (reading
+    the entry points takes milliseconds)."""
     trec = re.fullmatch(r"(ndcg_cut|recall|P|recip_rank|map|success)(?:_(\d+))?", name)
     if trec is not None:
         family, cutoff = trec.groups()
