@@ -202,7 +202,7 @@ def run_child(approach: str, source: Path, out: Path) -> dict:
 def compare_matchers(source: Path, pairs: int) -> tuple[float, float, int]:
     """Seconds per pair of the reference matcher and of ``locate``; how many spans differ."""
     import regex
-    from dapr.data_loaders.msmarco import locate
+    from dapr.data_loaders.msmarco_spans import locate
 
     docs = {}
     for line in (source / "msmarco-docs.tsv").read_text(encoding="utf-8").splitlines()[:200]:

@@ -147,6 +147,14 @@ _KINDS = {
 }
 
 
+def default(section: type, key: str) -> Any:
+    """The default the schema gives ``key`` of ``section``: the one place defaults are set."""
+    found = next(f for f in dataclasses.fields(section) if f.name == key)
+    if found.default_factory is not dataclasses.MISSING:
+        return found.default_factory()
+    return found.default
+
+
 def check_fields(raw: Any, section: type, path: Path, where: str) -> None:
     """A ConfigError naming ``path``, the key and what it accepts, unless ``raw`` is a mapping of
     known keys of ``section`` with values of the types they accept."""

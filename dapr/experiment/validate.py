@@ -10,7 +10,7 @@ from typing import Any
 
 from dapr import registry
 from dapr.errors import ConfigError, DaprError
-from dapr.evaluation import DEFAULT_METRICS, parse_metric
+from dapr.evaluation import parse_metric
 from dapr.experiment.chain import ContextStep
 from dapr.experiment.spec import (
     CATEGORY_SOURCES,
@@ -22,6 +22,7 @@ from dapr.experiment.spec import (
     RetrieverSpec,
     Sweep,
     check_fields,
+    default,
 )
 from dapr.interfaces import PassageFuser, Reranker, ScopedRetriever, ScopingFuser
 from dapr.retrievers.support.presets import with_preset
@@ -41,7 +42,7 @@ def validate(raw: dict, path: Path) -> Experiment:
         )
     metrics = tuple(
         _wrap(path, "metrics", lambda m=m: parse_metric(str(m))).name
-        for m in raw.get("metrics", DEFAULT_METRICS)
+        for m in raw.get("metrics", default(Experiment, "metrics"))
     )
     for system in [*raw["retrievers"], *raw.get("fusion", {})]:
         if not isinstance(system, str) or not system or any(c.isspace() for c in system):
@@ -59,19 +60,19 @@ def validate(raw: dict, path: Path) -> Experiment:
     clash = set(retrievers) & set(fusion)
     if clash:
         raise ConfigError(f"{path}: system name {sorted(clash)[0]!r} is used twice; rename one")
-    depth = raw.get("depth", 1000)
+    depth = raw.get("depth", default(Experiment, "depth"))
     if depth < 1:
         raise ConfigError(f"{path}: depth must be a positive integer, got {depth}")
     workers = raw.get("workers")
     if workers is not None and workers < 1:
         raise ConfigError(f"{path}: workers must be a positive integer, got {workers}")
-    categories = raw.get("categories", "dataset")
+    categories = raw.get("categories", default(Experiment, "categories"))
     if categories not in CATEGORY_SOURCES and not Path(categories).is_file():
         raise ConfigError(
             f"{path}: categories: {categories!r} is neither one of {', '.join(CATEGORY_SOURCES)} "
             "nor an existing TSV file of query_id<TAB>category rows"
         )
-    split = raw.get("split", "test")
+    split = raw.get("split", default(Experiment, "split"))
     sweep = _sweep(raw["sweep"], path, fusion, split) if "sweep" in raw else None
     maxp = _maxp(raw.get("maxp", False), path, retrievers, fusion)
     resources = raw.get("resources", {})
@@ -130,14 +131,24 @@ def _sweep(spec: Any, path: Path, fusion: dict[str, FusionSpec], split: str) -> 
     for value in values:
         _check_args(factory, {**fusion[system].args, argument: value}, path, "sweep.parameter")
         _wrap(path, "sweep.values", lambda v=value: factory(**{**fusion[system].args, argument: v}))
-    tune_on = spec.get("tune_on", "dev")
+    tune_on = spec.get("tune_on", default(Sweep, "tune_on"))
     if tune_on == split:
         raise ConfigError(
             f"{path}: sweep.tune_on: tuning on {split!r}, the split results are reported on, "
             "would overfit it; tune on another split (e.g. tune_on: dev)"
         )
-    metric = _wrap(path, "sweep.metric", lambda: parse_metric(str(spec.get("metric", "nDCG@10"))))
-    return Sweep(spec["parameter"], values, tune_on, metric.name, spec.get("subset", "hard"))
+    metric = _wrap(
+        path,
+        "sweep.metric",
+        lambda: parse_metric(str(spec.get("metric", default(Sweep, "metric")))),
+    )
+    return Sweep(
+        spec["parameter"],
+        values,
+        tune_on,
+        metric.name,
+        spec.get("subset", default(Sweep, "subset")),
+    )
 
 
 def _sweep_values(values: Any, path: Path) -> tuple[Any, ...]:
@@ -173,7 +184,9 @@ def _retriever(
     if "name" not in spec:
         raise ConfigError(f"{path}: {where}: missing key 'name' (a registered retriever)")
     first_stage = spec.get("first_stage")
-    default_level = earlier[first_stage].level if first_stage in earlier else "passage"
+    default_level = (
+        earlier[first_stage].level if first_stage in earlier else default(RetrieverSpec, "level")
+    )
     level = spec.get("level", default_level)
     if level not in LEVELS:
         raise ConfigError(f"{path}: {where}.level: {level!r} is not one of: {', '.join(LEVELS)}")
