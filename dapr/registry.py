@@ -24,8 +24,14 @@ class Registry:
         self.generation = 0
         """Counts run-time additions and removals (for callers that memoize lookups)."""
 
-    def _entry_points(self) -> dict[str, Any]:
-        return {ep.name: ep for ep in entry_points(group=self.group)}
+    def _entry_points(self) -> dict[str, list[Any]]:
+        """Name -> its entry points (more than one when two packages claim the name)."""
+        found: dict[str, list[Any]] = {}
+        for ep in entry_points(group=self.group):
+            same = [e for e in found.get(ep.name, []) if e.value == ep.value]
+            if not same:  # one package seen twice on the path is one registration
+                found.setdefault(ep.name, []).append(ep)
+        return found
 
     def names(self) -> list[str]:
         return sorted({*self._entry_points(), *self._extra})
@@ -34,21 +40,36 @@ class Registry:
         return name in self._extra or name in self._entry_points()
 
     def get(self, name: str) -> Any:
-        """The registered object, imported on first use."""
+        """The registered object, imported on first use; a DaprError when the name is unknown,
+        claimed by two packages, or its module cannot be imported."""
         if name in self._extra:
             return self._extra[name]
         found = self._entry_points().get(name)
         if found is None:
             choices = ", ".join(self.names()) or "none installed"
             raise DaprError(f"unknown {self.kind} {name!r}; choose from: {choices}")
-        return found.load()
+        if len(found) > 1:
+            claims = " and ".join(f"{_origin(ep)} ({ep.value})" for ep in found)
+            raise DaprError(
+                f"{self.kind} {name!r} is registered twice, by {claims}; uninstall one of them "
+                f"or register the plugin's {self.kind} under another name"
+            )
+        (entry,) = found
+        try:
+            return entry.load()
+        except Exception as error:  # noqa: BLE001 - any failure of a plugin's module
+            reason = str(error).splitlines()[0] if str(error) else ""
+            raise DaprError(
+                f"{self.kind} {name!r} ({entry.value}, from {_origin(entry)}) cannot be imported: "
+                f"{type(error).__name__}: {reason}; reinstall or fix that package"
+            ) from None
 
     def sources(self) -> list[tuple[str, str, str]]:
         """``(name, distribution and version, object path)`` of every registered component."""
         rows = []
-        for name, ep in sorted(self._entry_points().items()):
-            dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "?"
-            rows.append((name, dist, ep.value))
+        for name, found in sorted(self._entry_points().items()):
+            for ep in found:
+                rows.append((name, _origin(ep), ep.value))
         for name, obj in sorted(self._extra.items()):
             kind = obj if isinstance(obj, type) else type(obj)  # a class, or an instance
             rows.append((name, "added at run time", f"{kind.__module__}:{kind.__qualname__}"))
@@ -70,3 +91,8 @@ retrievers = Registry("dapr.retrievers", "retriever")
 contextualizers = Registry("dapr.contextualizers", "contextualizer")
 fusers = Registry("dapr.fusers", "fuser")
 metrics = Registry("dapr.metrics", "metric")
+
+
+def _origin(entry: Any) -> str:
+    """The distribution (and version) that registered an entry point."""
+    return f"{entry.dist.name} {entry.dist.version}" if entry.dist is not None else "?"

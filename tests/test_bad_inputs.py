@@ -238,7 +238,9 @@ def model_not_available_offline(kit: Kit) -> Bad:
     kit.copy_results("out")  # earlier results stay as they were
     retrievers = {"dense": {"name": "dense", "args": {"model": "nobody/no-such-model"}}}
     path = kit.experiment(retrievers=retrievers, fusion=None)
-    return Bad(kit.run(path), ("'nobody/no-such-model'",), "download it on a connected machine")
+    # --overwrite: another configuration may replace them, but a failed run leaves them be
+    argv = kit.run(path, "--overwrite")
+    return Bad(argv, ("'nobody/no-such-model'",), "download it on a connected machine")
 
 
 @case
@@ -509,6 +511,111 @@ def report_unreadable_metrics(kit: Kit) -> Bad:
     return Bad(["report", str(results)], ("metrics.json", "not valid JSON"), "rerun `dapr run`")
 
 
+# --------------------------------------------------------------------------- hardening (issue 18)
+
+
+@case
+def name_climbs_out_of_results(kit: Kit) -> Bad:
+    path = kit.experiment(name="../../escaped")
+    return Bad(
+        ["run", str(path)], ("name", "'../../escaped'"), "cannot name a folder under results/"
+    )
+
+
+@case
+def out_holds_another_configuration(kit: Kit) -> Bad:
+    kit.copy_results("out")
+    return Bad(kit.run(kit.experiment(depth=5)), ("out", "depth"), "pass --overwrite")
+
+
+@case
+def metric_cutoff_zero(kit: Kit) -> Bad:
+    path = kit.experiment(metrics=["nDCG@0"])
+    return Bad(kit.run(path), ("bad.yaml", "metrics", "'nDCG@0'"), "at least 1")
+
+
+@case
+def evaluate_precision_at_zero(kit: Kit) -> Bad:
+    run = _run_file(kit, ["q1 Q0 d1-1 1 2.5 bm25"])
+    return Bad(_evaluate(kit, run, "--metrics", "P@0"), ("'P@0'",), "at least 1")
+
+
+@case
+def set_value_not_yaml(kit: Kit) -> Bad:
+    return Bad([*kit.run(kit.experiment()), "--set", "name=[x"], ("'name=[x'",), "quote it")
+
+
+@case
+def argument_of_the_wrong_type(kit: Kit) -> Bad:
+    argv = [*kit.run(kit.experiment()), "--set", "retrievers.bm25.args.k1=abc"]
+    return Bad(argv, ("retrievers.bm25.args.k1", "'abc'"), "must be a number")
+
+
+@case
+def dapr_home_is_a_file(kit: Kit) -> Bad:
+    home = kit.tmp / "home-file"
+    home.write_text("not a directory\n")
+    os.environ["DAPR_HOME"] = str(home)  # test_bad_input's monkeypatch restores it
+    return Bad(kit.run(kit.experiment()), ("home-file", "Not a directory"), "check DAPR_HOME")
+
+
+@case
+def sweep_of_too_many_values(kit: Kit) -> Bad:
+    sweep = {
+        "parameter": "fusion.fused.args.alpha",
+        "values": {"start": 0, "stop": 1, "step": 1e-4},
+    }
+    path = kit.experiment(sweep=sweep)
+    return Bad(kit.run(path), ("sweep.values", "10,001"), "use a larger step")
+
+
+@case
+def evaluate_document_run_as_passages(kit: Kit) -> Bad:
+    run = _run_file(kit, ["q1 Q0 d1 1 2.5 bm25", "q2 Q0 d2 1 2.0 bm25"])
+    return Bad(_evaluate(kit, run), ("bm25.trec", "documents"), "--level document")
+
+
+@case
+def evaluate_passage_run_as_documents(kit: Kit) -> Bad:
+    run = _run_file(kit, ["q1 Q0 d1-1 1 2.5 bm25"])
+    return Bad(_evaluate(kit, run, "--level", "document"), ("bm25.trec",), "--level passage")
+
+
+@case
+def yaml_key_given_twice(kit: Kit) -> Bad:
+    text = kit.experiment().read_text() + "split: dev\n"
+    path = kit.experiment(text=text)
+    return Bad(kit.run(path), ("bad.yaml", "'split'", "twice"), "keep one of them")
+
+
+@case
+def yaml_alias_bomb(kit: Kit) -> Bad:
+    lines = ["l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+    for n in range(1, 8):
+        lines.append(f"l{n}: &l{n} [" + ", ".join([f"*l{n - 1}"] * 10) + "]")
+    text = kit.experiment().read_text() + "dataset_args:\n" + "".join(f"  {x}\n" for x in lines)
+    return Bad(
+        kit.run(kit.experiment(text=text)), ("bad.yaml", "100,000"), "write the settings out"
+    )
+
+
+@case
+def dataset_args_with_a_directory(kit: Kit) -> Bad:
+    path = kit.experiment(dataset_args={"split": "paper"})
+    return Bad(kit.run(path), ("bad.yaml", "dataset_args"), "remove dataset_args")
+
+
+@case
+def no_metrics(kit: Kit) -> Bad:
+    return Bad(kit.run(kit.experiment(metrics=[])), ("bad.yaml", "metrics"), "at least one")
+
+
+@case
+def no_retrievers(kit: Kit) -> Bad:
+    path = kit.experiment(retrievers={}, fusion=None)
+    return Bad(kit.run(path), ("bad.yaml", "retrievers"), "at least one")
+
+
 # --------------------------------------------------------------------------- the catalogue
 
 
@@ -536,7 +643,7 @@ PENDING: dict[str, str] = {}  # cases known to fail, with the reason
 
 
 def test_catalogue_is_large_enough():
-    assert len(CASES.keys() - PENDING.keys() - {"output_not_writable"}) >= 24
+    assert len(CASES.keys() - PENDING.keys() - {"output_not_writable"}) >= 60
 
 
 @pytest.mark.parametrize(
@@ -588,7 +695,7 @@ def test_rerun_replaces_earlier_results_whole(good_results, tmp_path, monkeypatc
     out = Path(shutil.copytree(good_results, tmp_path / "out"))
     (out / "runs" / "stale.trec").write_text("q1 Q0 d1-0 1 1.0 stale\n")
     kit = Kit(tmp_path, good_results)
-    assert main(kit.run(kit.experiment(depth=3))) == 0
+    assert main(kit.run(kit.experiment(depth=3), "--overwrite")) == 0  # another configuration
     capsys.readouterr()
     assert json.loads((out / "metrics.json").read_text())["depth"] == 3
     assert sorted(p.name for p in (out / "runs").iterdir()) == [

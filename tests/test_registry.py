@@ -2,6 +2,7 @@
 
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +88,65 @@ def test_runtime_registration_and_unknown_names():
         registry.fusers._extra.pop("mine")
     with pytest.raises(DaprError, match="unknown fuser 'nope'; choose from: convex"):
         registry.fusers.get("nope")
+
+
+def _fake_distribution(root: Path, name: str, entry_points: str, module: str = "") -> None:
+    """An installed distribution on ``root`` (a folder put on sys.path): its metadata, its
+    entry points and, if given, the source of its module ``<name>_module``."""
+    info = root / f"{name}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(entry_points)
+    if module:
+        (root / f"{name}_module.py").write_text(module)
+
+
+def test_a_plugin_claiming_a_built_in_name_is_refused_not_used(tmp_path, monkeypatch):
+    _fake_distribution(
+        tmp_path,
+        "shadow",
+        "[dapr.retrievers]\nbm25 = shadow_module:Fake\n",
+        "class Fake:\n    pass\n",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(DaprError) as error:
+        registry.retrievers.get("bm25")
+    message = str(error.value)
+    assert "registered twice" in message and "dapr 0.1.0" in message and "shadow 1.0" in message
+    assert "another name" in message
+    listed = [dist for name, dist, _ in registry.retrievers.sources() if name == "bm25"]
+    assert sorted(listed) == ["dapr 0.1.0", "shadow 1.0"]
+
+
+def test_a_plugin_that_fails_to_import_is_one_line(tmp_path, monkeypatch, capsys):
+    _fake_distribution(
+        tmp_path,
+        "broken",
+        "[dapr.retrievers]\nbroken = broken_module:Thing\n",
+        "raise RuntimeError('this plugin is broken')\n",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(
+        DaprError,
+        match=r"retriever 'broken' \(broken_module:Thing, from broken "
+        r"1.0\) cannot be imported: RuntimeError: this plugin is broken",
+    ):
+        registry.retrievers.get("broken")
+    assert main(["plugins"]) == 0  # the other components are still listed
+    out = capsys.readouterr().out
+    assert "broken" in out and "cannot load: DaprError" in out and "bm25" in out
+
+
+def test_a_closed_pipe_is_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        f"{sys.executable} -m dapr.cli plugins | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        executable="/bin/bash",
+    )
+    assert done.stdout.count("\n") == 1
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") <= 1

@@ -69,6 +69,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             f"{args.split!r} of {dataset.name}; evaluate it against the split it was run on "
             "(--split)"
         )
+    _check_level(args.run, run.vocab, dataset, args.level)
     if args.level == "document":
         qrels = evaluation.document_qrels(qrels, dataset.corpus.ids)
     result = evaluation.evaluate(run, qrels, metrics, relevance_level=dataset.relevance_level)
@@ -78,3 +79,18 @@ def _evaluate(args: argparse.Namespace) -> int:
     values = " | ".join(f"{result.means[m]:.4f}" for m in metrics)
     print(f"| {args.run.stem} | {args.level} | {values} |")
     return 0
+
+
+def _check_level(path: Path, items, dataset, level: str) -> None:
+    """A DaprError when the run's items are of the other level than ``level`` (it would score
+    0 everywhere): none is an item of that level in the corpus, but some are of the other."""
+    ids = dataset.corpus.ids
+    passages = int((ids.passage_codes(items) >= 0).sum())
+    documents = int((ids.document_codes(items) >= 0).sum())
+    found, other = (passages, documents) if level == "passage" else (documents, passages)
+    if found == 0 and other > 0:
+        flip = "document" if level == "passage" else "passage"
+        raise DaprError(
+            f"{path}: ranks {flip}s of {dataset.name} ({other:,} of its ids are {flip} ids, none "
+            f"is a {level} id); evaluate it with --level {flip}"
+        )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -19,7 +20,17 @@ def add(commands: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="override a setting, e.g. --set split=dev or --set fusion.f.args.alpha=0.3",
     )
-    run.add_argument("--out", type=Path, help="output directory (default results/<experiment>)")
+    run.add_argument(
+        "--out",
+        type=Path,
+        help="output directory (default results/<experiment>, and results/<experiment>@<the "
+        "--set overrides> when there are any)",
+    )
+    run.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace results of another configuration of the experiment in the output directory",
+    )
     run.add_argument(
         "--ray",
         action="store_true",
@@ -43,14 +54,27 @@ def _run(args: argparse.Namespace) -> int:
     for experiment in experiments:
         # one experiment per dataset of a grid, named <name>/<dataset>: a directory each
         name, _, dataset = experiment.name.partition("/")
-        out = args.out or Path("results") / name
+        out = args.out or Path("results") / (name + overridden(args.overrides))
         outs.append(out / dataset if dataset else out)
-        check_output(outs[-1])  # before any work
+        check_output(outs[-1], experiment, args.overwrite)  # before any work
     if args.ray or args.ray_address:
         _run_jobs(experiments, args.ray_address)
     for experiment, out in zip(experiments, outs):
         _run_one(experiment, out)
     return 0
+
+
+def overridden(overrides: list[str]) -> str:
+    """``@key=value,...`` naming the ``--set`` overrides of a run ('' without any), so that
+    results of another configuration go to a folder of their own; a long list is cut and
+    completed by a hash of all of it."""
+    if not overrides:
+        return ""
+    text = ",".join(overrides)
+    safe = "".join(c if c.isalnum() or c in "-_.=,+" else "_" for c in text)
+    if len(safe) > 80:
+        safe = safe[:60] + "-" + hashlib.sha256(text.encode()).hexdigest()[:12]
+    return "@" + safe
 
 
 def _run_jobs(experiments: list, ray_address: str | None) -> None:

@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from functools import partial
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -311,8 +311,25 @@ def write_dataset(dataset: Dataset, out: Path, format: Format = "jsonl") -> None
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise DataError(f"{out}: exists and is not a directory; remove it or choose another path")
-    with atomic_directory(out) as root:
+    with atomic_directory(out, owned=hub_file) as root:
         _write_hub(dataset, root, format)
+
+
+TABLE_FOLDERS = ("corpus", "queries", "qrels")
+
+
+def hub_file(path: PurePosixPath, extra_folders: tuple[str, ...] = ()) -> bool:
+    """Whether ``path`` (relative to a dataset directory) is part of the hub layout: rewriting
+    a dataset replaces these and keeps every other file of the directory."""
+    tables = path.suffix in (".jsonl", ".parquet")
+    folders = (*TABLE_FOLDERS, *extra_folders)
+    if len(path.parts) == 1:
+        return (
+            path.name == META_FILE
+            or path.name in folders
+            or (tables and path.stem in ("corpus", "labels"))
+        )
+    return len(path.parts) == 2 and path.parts[0] in folders and tables
 
 
 def _write_hub(dataset: Dataset, root: Path, ext: str) -> None:

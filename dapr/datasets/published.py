@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from dapr.datasets.hub import hub_file
 from dapr.errors import DaprError, DataError
 from dapr.io.files import atomic_directory
 from dapr.paths import home
@@ -36,7 +37,7 @@ def fetch_published(name: str, out: Path, repo: str = REPO, snapshot: Path | Non
         table: config_files(f"{name}-{table}", repo, snapshot, table in EXTRAS, name)
         for table in (*TABLES, *EXTRAS)
     }
-    with atomic_directory(Path(out)) as root:
+    with atomic_directory(Path(out), owned=lambda p: hub_file(p, EXTRAS)) as root:
         for n, path in enumerate(sorted(p for ps in files["corpus"].values() for p in ps)):
             _copy(path, root / "corpus" / f"{n:04d}.parquet")
         for table in ("queries", "qrels"):

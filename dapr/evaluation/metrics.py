@@ -104,6 +104,8 @@ def _parse(name: str, generation: int) -> Metric:
         )
     if measure.cutoff == "required" and cutoff is None:
         raise DaprError(f"metric {name!r} needs a cutoff, e.g. {family}@10")
+    if cutoff is not None and int(cutoff) < 1:
+        raise DaprError(f"metric {name!r}: the cutoff must be at least 1, e.g. {family}@10")
     if measure.cutoff == "none" and cutoff is not None:
         raise DaprError(f"metric {name!r} takes no cutoff; write {family}")
     return Metric(name, measure, int(cutoff) if cutoff else None)

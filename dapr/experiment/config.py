@@ -20,11 +20,60 @@ def load(path: Path, overrides: list[str] = ()) -> Experiment:
     return validate(raw, path)
 
 
+MAX_BYTES = 1 << 20
+"""An experiment file larger than this is refused (a real one is a few kilobytes)."""
+MAX_VALUES = 100_000
+"""Values an experiment file may expand to, aliases counted each time they are used."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader that refuses a key given twice in one mapping."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[object, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, list | dict):
+                continue  # unhashable: the base class reports it
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise ConfigError(
+                    f"{self.name}:{line}: key {key!r} is given twice in one mapping (first on "
+                    f"line {seen[key]}); keep one of them"
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _count(value: object, budget: int) -> int:
+    """How many values ``value`` holds (shared ones counted at each use), up to ``budget``."""
+    stack, seen = [value], 0
+    while stack and seen <= budget:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return seen
+
+
 def _read(path: Path) -> dict:
     if path.is_dir():
         raise ConfigError(f"{path}: is a directory; give an experiment file (.yaml)")
+    if path.is_file() and path.stat().st_size > MAX_BYTES:
+        raise ConfigError(
+            f"{path}: {path.stat().st_size:,} bytes is not an experiment file (at most "
+            f"{MAX_BYTES:,}); give the YAML file of the experiment"
+        )
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        loader = _StrictLoader(text)
+        loader.name = str(path)
+        try:
+            raw = loader.get_single_data()
+        finally:
+            loader.dispose()
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such experiment file; check the path") from None
     except UnicodeDecodeError as error:
@@ -41,6 +90,11 @@ def _read(path: Path) -> dict:
         raise ConfigError(f"{path}: not valid YAML ({error}); fix the YAML there") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+    if _count(raw, MAX_VALUES) > MAX_VALUES:
+        raise ConfigError(
+            f"{path}: expands to more than {MAX_VALUES:,} values (YAML aliases used over and "
+            "over?); write the settings out"
+        )
     return raw
 
 
@@ -54,7 +108,13 @@ def _override(raw: dict, assignment: str, path: Path) -> None:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
             raise ConfigError(f"{path}: --set {key}: {part!r} is not a mapping")
-    node[last] = yaml.safe_load(value) if value else ""
+    try:
+        node[last] = yaml.safe_load(value) if value else ""
+    except yaml.YAMLError:
+        raise ConfigError(
+            f"--set {assignment!r}: the value is not valid YAML; quote it, e.g. --set "
+            f"'{key}=\"{value}\"'"
+        ) from None
 
 
 def load_grid(path: Path, overrides: list[str] = ()) -> list[Experiment]:

@@ -15,13 +15,14 @@ import os
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from dapr.analysis.table import Result, result_from_metrics
 from dapr.errors import DaprError
 from dapr.experiment import summary
 from dapr.experiment.runner import Outcome
+from dapr.experiment.spec import Experiment
 from dapr.experiment.sweep import SweepResult
 from dapr.io import write_trec_run
 from dapr.io.files import atomic_directory, pid_alive, write_bytes_atomic
@@ -29,9 +30,35 @@ from dapr.io.rows import check_tokens
 
 METRICS = "metrics.json"
 SWEEP = "sweep.json"
+WRITTEN = frozenset(
+    {
+        METRICS,
+        SWEEP,
+        "manifest.json",
+        "summary.md",
+        "summary.csv",
+        "contextualization.md",
+        "contextualization.csv",
+        "categories.md",
+        "sweep.md",
+        "sweep.csv",
+        "sweep.png",
+        "sweep.pdf",
+        "runs",
+    }
+)
+"""The names dapr writes at the top of a results directory."""
 
 
-def check_output(out: Path) -> None:
+def written_by_dapr(path: PurePosixPath) -> bool:
+    """Whether dapr writes ``path`` (relative to a results directory): a rerun replaces these
+    and keeps every other file."""
+    if len(path.parts) == 1:
+        return path.name in WRITTEN
+    return path.parts[0] == "runs" and len(path.parts) == 2 and path.suffix == ".trec"
+
+
+def check_output(out: Path, experiment: Experiment | None = None, overwrite: bool = False) -> None:
     """Raise a DaprError naming ``out`` and the fix unless :func:`write` can put a results
     directory there; creates nothing, so it can run before any work.
 
@@ -39,6 +66,8 @@ def check_output(out: Path) -> None:
     (one with ``metrics.json``), which :func:`write` replaces whole.
     """
     out = Path(os.path.abspath(out))
+    if experiment is not None and not overwrite:
+        _same_configuration(out, experiment)
     if out.exists() and not out.is_dir():
         raise DaprError(f"{out}: exists and is not a directory; remove it or choose another --out")
     cwd = Path.cwd()
@@ -68,6 +97,28 @@ def check_output(out: Path) -> None:
         ) from None
 
 
+def _same_configuration(out: Path, experiment: Experiment) -> None:
+    """A DaprError unless ``out`` is new or holds results of this very configuration."""
+    from dapr.experiment.manifest import plain
+
+    manifest = out / "manifest.json"
+    if not manifest.is_file():
+        return
+    try:
+        before = json.loads(manifest.read_text(encoding="utf-8")).get("experiment")
+    except (OSError, ValueError, AttributeError):
+        before = None
+    now = json.loads(json.dumps(plain(experiment)))
+    if before == now:
+        return
+    differ = sorted(k for k in {*now, *(before or {})} if (before or {}).get(k) != now.get(k))
+    raise DaprError(
+        f"{out}: holds the results of another configuration of {experiment.name!r} (it differs "
+        f"in: {', '.join(differ) or 'an unreadable manifest.json'}); pass --overwrite to "
+        "replace them, or choose another --out"
+    )
+
+
 def write(
     outcome: Outcome,
     out: Path,
@@ -85,10 +136,12 @@ def write(
     for system in outcome.runs:  # before anything is written, and naming the real path
         check_tokens([system], "system name", out / "runs" / f"{system}.trec")
     out = Path(os.path.abspath(out))
+    if out.is_symlink():  # written where it points; the link stays
+        out = out.resolve()
     _remove_stale_scratch(out)
     created = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
     try:
-        with atomic_directory(out) as scratch:
+        with atomic_directory(out, owned=written_by_dapr) as scratch:
             _write_results(outcome, scratch)
             if manifest is not None:
                 _write_text(scratch / "manifest.json", json.dumps(manifest, indent=1) + "\n")

@@ -131,7 +131,7 @@ class Runner:
         def open_index():
             started = time.perf_counter()
             with self.cache.lock("indexes", index_key):
-                if self.cache.has("indexes", index_key):
+                if self.cache.valid("indexes", index_key):
                     status = "cached"
                     self.cache.touch("indexes", index_key)
                     self._recorded_cost(outcome, system, chain)
@@ -147,7 +147,7 @@ class Runner:
             return component
 
         self._open[system] = open_index
-        if self.cache.has("runs", run_key):  # a cached run needs no index at all
+        if self.cache.valid("runs", run_key):  # a cached run needs no index at all
             self._recorded_cost(outcome, system, chain)
         else:
             open_index()
@@ -184,7 +184,7 @@ class Runner:
             }
             return reranker.rerank(queries, first, texts)
 
-        if self.cache.has("runs", key):
+        if self.cache.valid("runs", key):
             self._recorded_cost(outcome, system, chain)
         return self._stored_run(outcome, "rerank", system, key, rerank)
 
@@ -263,7 +263,7 @@ class Runner:
         """The run cached under ``key``, else ``compute()``'s, stored there; logged as a step.
         Computed under the entry's lock, so runs sharing the cache compute it once."""
         with self.cache.lock("runs", key):
-            if self.cache.has("runs", key):
+            if self.cache.valid("runs", key):
                 self.cache.touch("runs", key)
                 outcome.steps.append(Step(kind, system, "cached", 0.0))
                 return Run.load(self.cache.path("runs", key) / "run.npz")

@@ -4,13 +4,14 @@ fusion needs (:mod:`dapr.interfaces`). Every error names the file, the key and t
 
 from __future__ import annotations
 
-import inspect
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from dapr import registry
 from dapr.errors import ConfigError, DaprError
 from dapr.evaluation import parse_metric
+from dapr.experiment.arguments import check_args
 from dapr.experiment.chain import ContextStep
 from dapr.experiment.spec import (
     CATEGORY_SOURCES,
@@ -27,6 +28,9 @@ from dapr.experiment.spec import (
 from dapr.interfaces import PassageFuser, Reranker, ScopedRetriever, ScopingFuser
 from dapr.retrievers.support.presets import with_preset
 
+MAX_SWEEP = 1000
+"""Values a sweep may try (each is a fusion of the cached runs, evaluated on two splits)."""
+
 
 def validate(raw: dict, path: Path) -> Experiment:
     """Typed settings, or a ConfigError naming the file, the key and the valid choices."""
@@ -40,6 +44,15 @@ def validate(raw: dict, path: Path) -> Experiment:
             f"{path}: dataset: {dataset!r} is neither a registered dataset nor a directory; "
             f"choose from: {', '.join(registry.datasets.names())}, or give a dataset directory"
         )
+    if raw.get("dataset_args") and dataset not in registry.datasets:
+        raise ConfigError(
+            f"{path}: dataset_args: {dataset!r} is a dataset directory, read as it is; remove "
+            "dataset_args, or name a registered dataset that takes them"
+        )
+    if not raw["retrievers"]:
+        raise ConfigError(f"{path}: retrievers: give at least one retrieval system")
+    if "metrics" in raw and not raw["metrics"]:
+        raise ConfigError(f"{path}: metrics: give at least one metric, e.g. [nDCG@10]")
     metrics = tuple(
         _wrap(path, "metrics", lambda m=m: parse_metric(str(m))).name
         for m in raw.get("metrics", default(Experiment, "metrics"))
@@ -81,7 +94,7 @@ def validate(raw: dict, path: Path) -> Experiment:
         if value < 0:
             raise ConfigError(f"{path}: resources.{key} must be a number >= 0, got {value}")
     return Experiment(
-        name=raw.get("name", path.stem),
+        name=_name(raw.get("name", path.stem), path),
         dataset=raw["dataset"],
         dataset_args=raw.get("dataset_args", {}),
         split=split,
@@ -95,6 +108,23 @@ def validate(raw: dict, path: Path) -> Experiment:
         maxp=maxp,
         resources=resources,
     )
+
+
+def _name(name: str, path: Path) -> str:
+    """The experiment's name: the folder its results go to under ``results/`` (a grid adds
+    ``/<dataset>``), so no part may climb out of it, hide, or hold a separator."""
+    for part in name.split("/"):
+        if (
+            part in ("", ".", "..")
+            or part.startswith(".")
+            or any(c in part for c in ("\\", "\0"))
+            or any(c.isspace() for c in part)
+        ):
+            raise ConfigError(
+                f"{path}: name: {name!r} cannot name a folder under results/; use letters, "
+                "digits, '-', '_' and '.' without a leading '.' (e.g. rank_fusion)"
+            )
+    return name
 
 
 def _maxp(
@@ -129,7 +159,7 @@ def _sweep(spec: Any, path: Path, fusion: dict[str, FusionSpec], split: str) -> 
     factory = registry.fusers.get(fusion[system].name)
     values = _sweep_values(spec["values"], path)
     for value in values:
-        _check_args(factory, {**fusion[system].args, argument: value}, path, "sweep.parameter")
+        check_args(factory, {**fusion[system].args, argument: value}, path, "sweep.parameter")
         _wrap(path, "sweep.values", lambda v=value: factory(**{**fusion[system].args, argument: v}))
     tune_on = spec.get("tune_on", default(Sweep, "tune_on"))
     if tune_on == split:
@@ -157,6 +187,11 @@ def _sweep_values(values: Any, path: Path) -> tuple[Any, ...]:
     if isinstance(values, list):
         if not values:
             raise ConfigError(f"{path}: sweep.values: give at least one value")
+        if len(values) > MAX_SWEEP:
+            raise ConfigError(
+                f"{path}: sweep.values: {len(values):,} values, more than {MAX_SWEEP:,} fusions; "
+                "list fewer"
+            )
         return tuple(values)
     check_fields(values, Range, path, "sweep.values")
     if set(values) != {"start", "stop", "step"}:
@@ -167,10 +202,15 @@ def _sweep_values(values: Any, path: Path) -> tuple[Any, ...]:
     start, stop, step = values["start"], values["stop"], values["step"]
     if step <= 0 or stop < start:
         raise ConfigError(f"{path}: sweep.values: need step > 0 and stop >= start, got {values}")
-    decimals = max(len(repr(float(x)).split(".")[1]) for x in (start, step))
+    decimals = max(-min(Decimal(repr(float(x))).as_tuple().exponent, 0) for x in (start, step))
     count = int(round((stop - start) / step)) + 1
     if start + (count - 1) * step > stop + step * 1e-9:
         count -= 1
+    if count > MAX_SWEEP:
+        raise ConfigError(
+            f"{path}: sweep.values: {values} gives {count:,} values, more than {MAX_SWEEP:,} "
+            "fusions; use a larger step or list the values"
+        )
     as_int = all(isinstance(x, int) for x in (start, step))
     return tuple(
         start + n * step if as_int else round(start + n * step, decimals) for n in range(count)
@@ -197,7 +237,7 @@ def _retriever(
         f"{where}.args.preset",
         lambda: with_preset(spec["name"], factory, spec.get("args", {}), level),
     )
-    _check_args(factory, args, path, f"{where}.args")
+    check_args(factory, args, path, f"{where}.args")
     steps = context_steps(spec.get("contextualizer"), path, f"{where}.contextualizer")
     if steps and level == "document":
         raise ConfigError(
@@ -232,7 +272,7 @@ def context_steps(value: Any, path: Path, where: str) -> tuple[ContextStep, ...]
             f"{at}.name" if isinstance(item, dict) else at,
             lambda s=step: registry.contextualizers.get(s.name),
         )
-        _check_args(factory, dict(step.args), path, f"{at}.args")
+        check_args(factory, dict(step.args), path, f"{at}.args")
         steps.append(step)
     return tuple(steps)
 
@@ -291,7 +331,7 @@ def _fusion(spec: Any, path: Path, where: str, systems: dict[str, RetrieverSpec]
             _input(spec[key], key, key, path, where, systems)
     if isinstance(factory, ScopingFuser):
         _scoring_system(spec, factory, path, where, systems)
-    _check_args(factory, spec.get("args", {}), path, f"{where}.args")
+    check_args(factory, spec.get("args", {}), path, f"{where}.args")
     _wrap(path, f"{where}.args", lambda: factory(**spec.get("args", {})))
     return FusionSpec(
         spec["name"],
@@ -352,29 +392,6 @@ def _scoring_system(
             "passages within given documents; use a first-stage retriever that has a score "
             "method (bm25, dense, sparse, late_interaction)"
         )
-
-
-def _check_args(factory: Any, args: dict, path: Path, where: str) -> None:
-    """Reject keyword arguments the component's constructor does not take."""
-    try:
-        parameters = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        return
-    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
-        return
-    named = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    accepted = [n for n, p in parameters.items() if p.kind in named]
-    for name in args:
-        if name not in accepted:
-            raise ConfigError(
-                f"{path}: unknown key {f'{where}.{name}'!r}; "
-                f"valid keys: {', '.join(accepted) or 'none'}"
-            )
-    missing = [
-        n for n in accepted if parameters[n].default is inspect.Parameter.empty and n not in args
-    ]
-    if missing:
-        raise ConfigError(f"{path}: {where}: missing required argument {missing[0]!r}")
 
 
 def _wrap(path: Path, where: str, thunk):

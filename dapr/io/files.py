@@ -10,9 +10,9 @@ import contextlib
 import os
 import secrets
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 
 def dir_name(path: Path) -> str:
@@ -38,22 +38,53 @@ def write_bytes_atomic(path: Path, chunks: Iterable[bytes | memoryview]) -> None
 
 
 @contextmanager
-def atomic_directory(out: Path) -> Iterator[Path]:
+def atomic_directory(
+    out: Path, owned: Callable[[PurePosixPath], bool] | None = None
+) -> Iterator[Path]:
     """A fresh temporary sibling of ``out`` to fill; it replaces ``out`` once the block ends.
 
     If the block raises (or is interrupted), the temporary directory is removed and ``out``, if
-    it existed, is left untouched.
+    it existed, is left untouched. With ``owned`` (which paths, relative to ``out``, the writer
+    produces), every other file of an existing ``out`` is carried into the new directory, so a
+    rewrite never deletes what its writer did not create. An ``out`` that is a symbolic link is
+    written where it points; the link stays.
     """
+    out = out.resolve() if out.is_symlink() else out
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = _temp_sibling(out)
     tmp.mkdir()
     try:
         yield tmp
+        if owned is not None and out.is_dir():
+            _carry_over(out, tmp, owned)
         fsync(tmp)
         _swap_in(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _carry_over(old: Path, new: Path, owned: Callable[[PurePosixPath], bool]) -> None:
+    """Hard-link (else copy) into ``new`` the files of ``old`` that ``owned`` disowns, and
+    recreate its disowned empty directories; ``old`` itself is not touched."""
+    for folder, directories, files in os.walk(old):
+        here = PurePosixPath(Path(folder).relative_to(old).as_posix())
+        for name in files:
+            relative = here / name
+            if owned(relative):
+                continue
+            target = new / relative
+            if target.exists():
+                raise FileExistsError(f"{old / relative}: would be replaced by a written file")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(Path(folder) / name, target, follow_symlinks=False)
+            except OSError:
+                shutil.copy2(Path(folder) / name, target, follow_symlinks=False)
+        for name in directories:
+            relative = here / name
+            if not owned(relative) and not any((Path(folder) / name).iterdir()):
+                (new / relative).mkdir(parents=True, exist_ok=True)
 
 
 def pid_alive(pid: int) -> bool:

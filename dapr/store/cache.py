@@ -8,6 +8,8 @@ import hashlib
 import json
 import os
 import shutil
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,8 +17,11 @@ from typing import Any
 
 from dapr.io.files import atomic_directory, fsync
 from dapr.paths import home
+from dapr.store.checksums import damage, seal
 
 _COMPLETE = "COMPLETE"
+QUARANTINE = ".quarantine"
+"""Where damaged entries are moved (``dapr cache prune`` removes them)."""
 
 
 def content_key(*parts: Any) -> str:
@@ -30,12 +35,45 @@ class Cache:
 
     def __init__(self, root: Path | None = None):
         self.root = root or home() / "cache"
+        self._checked: dict[tuple[str, str], int] = {}
 
     def path(self, kind: str, key: str) -> Path:
         return self.root / kind / key
 
     def has(self, kind: str, key: str) -> bool:
         return (self.path(kind, key) / _COMPLETE).exists()
+
+    def valid(self, kind: str, key: str) -> bool:
+        """Whether the entry is complete and holds what was written (every file's size and
+        checksum, checked once per process). A damaged entry is moved to ``.quarantine/`` with
+        a one-line report on stderr, and counts as missing: the caller computes it again."""
+        entry = self.path(kind, key)
+        marker = entry / _COMPLETE
+        try:
+            stamp = marker.stat().st_ino  # touch() changes the mtime, not the inode
+        except FileNotFoundError:
+            return False
+        if self._checked.get((kind, key)) == stamp:
+            return True
+        problem = damage(entry, skip=(_COMPLETE,))
+        if problem is None:
+            self._checked[(kind, key)] = stamp
+            return True
+        where = self.quarantine(kind, key)
+        print(
+            f"dapr: cache entry {kind}/{key} is damaged ({problem}); moved to {where}, "
+            "computing it again",
+            file=sys.stderr,
+        )
+        return False
+
+    def quarantine(self, kind: str, key: str) -> Path:
+        """Move an entry aside (nothing of it is deleted) to ``root/.quarantine``."""
+        target = self.root / QUARANTINE / f"{kind}-{key}-{time.strftime('%Y%m%dT%H%M%S')}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(self.path(kind, key), target)
+        self._checked.pop((kind, key), None)
+        return target
 
     def touch(self, kind: str, key: str) -> None:
         """Mark the entry as used now (the mtime of its marker), so that ``dapr cache prune
@@ -59,11 +97,13 @@ class Cache:
         if not resume:
             with atomic_directory(self.path(kind, key)) as scratch:
                 yield scratch
+                seal(scratch)
                 (scratch / _COMPLETE).touch()
             return
         scratch = self.partial(kind, key)
         scratch.mkdir(parents=True, exist_ok=True)
         yield scratch
+        seal(scratch)
         (scratch / _COMPLETE).touch()
         fsync(scratch)
         entry = self.path(kind, key)

@@ -25,7 +25,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from dapr.io.files import pid_alive
-from dapr.store.cache import _COMPLETE, Cache
+from dapr.store.cache import _COMPLETE, QUARANTINE, Cache
+from dapr.store.checksums import CHECKSUMS, damage
 
 STORES = (".sqlite", ".db")
 """Suffixes of SQLite entries; removed only while no connection has them open."""
@@ -55,11 +56,16 @@ class Entry:
     temporary: bool = False
     partial: bool = False
     """What an interrupted index stored to resume from (``.<key>.partial``)."""
+    damage: str | None = None
+    """What is wrong with a complete entry: a file missing or of another size than written
+    (``dapr cache ls``), or also of other bytes (``dapr cache verify``)."""
 
     @property
     def state(self) -> str:
         if self.temporary or self.partial:
             return "temporary" if self.temporary else "partial"
+        if self.damage is not None:
+            return "damaged"
         return "complete" if self.complete else "incomplete"
 
 
@@ -107,6 +113,8 @@ def prune(
     limit = older_than.total_seconds() if older_than is not None else None
 
     def chosen(entry: Entry) -> bool:
+        if entry.kind == QUARANTINE:  # damaged entries moved aside: always go
+            return True
         if entry.partial:  # kept to resume from, until as old as complete entries that go
             return (kinds is None or entry.kind in kinds) and (
                 limit is None or now - entry.used >= limit
@@ -151,7 +159,7 @@ def prune(
 def summary(entries: Sequence[Entry]) -> str:
     """A markdown table: per kind, its entries (how many incomplete), size and last use."""
     lines = [
-        "| kind | entries | incomplete | size | last used |",
+        "| kind | entries | incomplete or damaged | size | last used |",
         "|---|---:|---:|---:|---|",
     ]
     kinds: dict[str, list[Entry]] = {}
@@ -160,7 +168,7 @@ def summary(entries: Sequence[Entry]) -> str:
     for kind, group in [*sorted(kinds.items()), ("total", list(entries))]:
         used = max((e.used for e in group), default=None)
         when = datetime.fromtimestamp(used).strftime("%Y-%m-%d %H:%M") if used else "-"
-        incomplete = sum(not e.complete for e in group)
+        incomplete = sum(not e.complete or e.damage is not None for e in group)
         size = human_size(sum(e.bytes for e in group))
         lines.append(f"| {kind} | {len(group)} | {incomplete} | {size} | {when} |")
     return "\n".join(lines) + "\n"
@@ -181,7 +189,11 @@ def human_size(n: int) -> str:
 def _kinds(cache: Cache) -> list[Path]:
     if not cache.root.is_dir():
         return []
-    return sorted(p for p in cache.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    return sorted(
+        p
+        for p in cache.root.iterdir()
+        if p.is_dir() and (not p.name.startswith(".") or p.name == QUARANTINE)
+    )
 
 
 def _temporaries(cache: Cache) -> list[tuple[Path, str, int]]:
@@ -203,11 +215,34 @@ def _base(name: str) -> str:
     return name
 
 
-def _directory_entry(kind: str, path: Path) -> Entry:
+def _directory_entry(kind: str, path: Path, hashes: bool = False) -> Entry:
     marker = path / _COMPLETE
     complete = marker.is_file()
     used = _mtime(marker) if complete else _newest(path)
-    return Entry(kind, path.name, path, _size(path), used, complete)
+    damaged = damage(path, hashes=hashes, skip=(_COMPLETE,)) if complete else None
+    return Entry(kind, path.name, path, _size(path), used, complete, damage=damaged)
+
+
+def verify(cache: Cache, kinds: Sequence[str] | None = None) -> tuple[int, list[Entry]]:
+    """Check every complete directory entry (of ``kinds``) file by file against its recorded
+    sizes and checksums; move the damaged ones to quarantine (a run computes them again).
+    Returns how many were checked, and the damaged ones as they were found."""
+    checked, damaged = 0, []
+    for folder in _kinds(cache):
+        if folder.name == QUARANTINE or (kinds is not None and folder.name not in kinds):
+            continue
+        for child in sorted(folder.iterdir()):
+            if child.name.startswith(".") or not child.is_dir() or child.is_symlink():
+                continue
+            with cache.lock(folder.name, child.name):
+                entry = _directory_entry(folder.name, child, hashes=True)
+                if not entry.complete:
+                    continue
+                checked += 1
+                if entry.damage is not None:
+                    cache.quarantine(folder.name, child.name)
+                    damaged.append(entry)
+    return checked, damaged
 
 
 def _file_entry(kind: str, main: Path, files: list[Path]) -> Entry | None:
@@ -283,7 +318,8 @@ def _exists(path: Path) -> bool:
 
 
 def _size(path: Path) -> int:
-    """Apparent size of a file, or of every file under a directory (links not followed)."""
+    """Apparent size of a file, or of every file under a directory (links not followed; the
+    entry's own record of checksums not counted)."""
     try:
         if not path.is_dir() or path.is_symlink():
             return path.lstat().st_size
@@ -292,6 +328,8 @@ def _size(path: Path) -> int:
     total = 0
     for folder, _, files in os.walk(path):
         for name in files:
+            if name == CHECKSUMS and Path(folder) == path:
+                continue
             with contextlib.suppress(FileNotFoundError):
                 total += os.lstat(os.path.join(folder, name)).st_size
     return total
