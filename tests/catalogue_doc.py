@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import re
 import sys
 import tempfile
 from pathlib import Path
@@ -30,8 +29,8 @@ def _message(name: str, good: Path, tmp: Path) -> str:
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         code = main(bad.argv)
     line = err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else ""
-    line = line.replace(str(tmp), "TMP")
-    return f"exit {code}: `{re.sub(r'`', "'", line)}`"
+    line = line.replace(str(tmp), "TMP").replace("`", "'").replace("|", "\\|")
+    return f"exit {code}: `{line}`"
 
 
 def main_() -> None:

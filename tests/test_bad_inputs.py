@@ -616,6 +616,42 @@ def no_retrievers(kit: Kit) -> Bad:
     return Bad(kit.run(path), ("bad.yaml", "retrievers"), "at least one")
 
 
+@case
+def qrels_negative_grade(kit: Kit) -> Bad:
+    data = kit.dataset()
+    edit_jsonl(data / "qrels" / "test.jsonl", 1, lambda row: {**row, "score": -3})
+    return Bad(kit.run(kit.experiment(data)), ("qrels/test.jsonl:1", "-3"), "from 0 (not relevant)")
+
+
+@case
+def qrels_grade_beyond_trec_eval(kit: Kit) -> Bad:
+    data = kit.dataset()
+    edit_jsonl(data / "qrels" / "test.jsonl", 1, lambda row: {**row, "score": 10**30})
+    return Bad(kit.run(kit.experiment(data)), ("qrels/test.jsonl:1", "out of range"), "up to")
+
+
+@case
+def qrels_judge_a_pair_twice(kit: Kit) -> Bad:
+    data = kit.dataset()
+    append_jsonl(data / "qrels" / "test.jsonl", {"query_id": "q1", "corpus_id": "d1-1", "score": 2})
+    argv = kit.run(kit.experiment(data))
+    return Bad(argv, ("qrels/test.jsonl:3", "'q1'", "'d1-1'"), "one judgement per query and item")
+
+
+@case
+def passage_id_with_a_space(kit: Kit) -> Bad:
+    data = kit.dataset()
+    edit_jsonl(data / "corpus.jsonl", 3, lambda row: {**row, "_id": "d2 0"})
+    return Bad(kit.run(kit.experiment(data)), ("corpus.jsonl:3", "'d2 0'"), "rename it")
+
+
+@case
+def query_id_with_a_tab(kit: Kit) -> Bad:
+    data = kit.dataset()
+    edit_jsonl(data / "queries" / "test.jsonl", 1, lambda row: {**row, "_id": "q\t1"})
+    return Bad(kit.run(kit.experiment(data)), ("queries/test.jsonl:1", "'_id'"), "rename it")
+
+
 # --------------------------------------------------------------------------- the catalogue
 
 

@@ -7,6 +7,8 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from dapr.experiment.config import load
 from dapr.experiment.schedule import plan, run_job, run_jobs
 from dapr.store.cache import Cache
@@ -110,3 +112,35 @@ def test_dapr_run_with_ray_prints_the_jobs_and_the_results(
     assert main(["run", str(path), "--out", str(tmp_path / "sequential")]) == 0
     for run in (tmp_path / "sequential" / "runs").iterdir():
         assert (tmp_path / "ray" / "runs" / run.name).read_bytes() == run.read_bytes()
+
+
+def test_ray_that_never_starts_is_given_up_on(monkeypatch, tmp_path):
+    """Where Ray cannot reach its own processes, ray.init waits forever: dapr gives up after
+    DAPR_RAY_TIMEOUT seconds with one line."""
+    import threading
+    import time
+
+    import ray
+
+    from dapr.errors import DaprError
+    from dapr.experiment.schedule import _start_ray
+
+    never = threading.Event()
+    monkeypatch.setattr(ray, "init", lambda **kwargs: never.wait())
+    monkeypatch.setenv("DAPR_RAY_TIMEOUT", "0.5")
+    started = time.monotonic()
+    with pytest.raises(
+        DaprError, match=r"a local Ray did not start within 0.5 s.*DAPR_RAY_TIMEOUT"
+    ):
+        _start_ray(None)
+    assert time.monotonic() - started < 5
+    never.set()
+
+    def refuse(**kwargs):
+        raise ConnectionError("could not connect to 10.0.0.9:6379\nmore detail")
+
+    monkeypatch.setattr(ray, "init", refuse)
+    with pytest.raises(
+        DaprError, match=r"Ray could not start \(could not connect to 10.0.0.9:6379\)"
+    ):
+        _start_ray("10.0.0.9:6379")

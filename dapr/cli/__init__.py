@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import errno
 import os
 import sys
 
 from dapr.cli import cache, contextualize, data, evaluate, plugins, results, run
-from dapr.errors import DaprError
+from dapr.errors import DaprError, os_error
 
 GROUPS = (run, data, contextualize, results, evaluate, cache, plugins)
 """In the order ``dapr --help`` lists them."""
@@ -35,26 +34,6 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:  # the file system refused: permissions, a full disk, a file
         print(f"dapr: error: {os_error(error)}", file=sys.stderr)
         return 2
-
-
-_OS_FIXES = {
-    errno.ENOSPC: "free some space, or point DAPR_HOME / --out at another disk",
-    errno.EDQUOT: "free some space, or point DAPR_HOME / --out at another disk",
-    errno.EFBIG: "the file grew past the size this process may write (ulimit -f); raise it",
-    errno.EACCES: "make it writable, or point DAPR_HOME / --out at a writable directory",
-    errno.EPERM: "make it writable, or point DAPR_HOME / --out at a writable directory",
-    errno.EROFS: "the file system is read-only; point DAPR_HOME / --out elsewhere",
-    errno.ENOTDIR: "a part of the path is a file, not a directory (check DAPR_HOME and --out)",
-    errno.EEXIST: "a file stands where a directory is needed (check DAPR_HOME and --out)",
-}
-
-
-def os_error(error: OSError) -> str:
-    """One line for an error of the file system: the path, the reason, the fix."""
-    where = f"{error.filename}: " if error.filename else ""
-    reason = error.strerror or str(error) or type(error).__name__
-    fix = _OS_FIXES.get(error.errno, "check the path and its permissions")
-    return f"{where}{reason}; {fix}"
 
 
 def parser() -> argparse.ArgumentParser:

@@ -22,6 +22,7 @@ from dapr.io.rows import (
     judge,
     query_text,
     required_field,
+    required_id,
     show,
 )
 
@@ -115,7 +116,7 @@ def _judged_chunks(split_files: list[Path]) -> Iterator[tuple[str, str]]:
 
 def _dump_document(obj: dict[str, Any], at: str, needs: str, prefix: str = "") -> Document:
     """A dump document (``id``, ``title``, ``chunks``, optional ``candidate_chunk_ids``)."""
-    doc_id = required_field(obj, "id", str, at, needs, prefix)
+    doc_id = required_id(obj, "id", at, needs, prefix)
     title = required_field(obj, "title", str, at, needs, prefix)
     chunks = required_field(obj, "chunks", list, at, needs, prefix)
     candidates = _candidate_ids(obj, at, needs, prefix)
@@ -123,7 +124,7 @@ def _dump_document(obj: dict[str, Any], at: str, needs: str, prefix: str = "") -
     for i, chunk in enumerate(chunks):
         where = f"{prefix}chunks[{i}]"
         check_type(chunk, dict, at, where, needs)
-        chunk_id = required_field(chunk, "id", str, at, needs, where + ".")
+        chunk_id = required_id(chunk, "id", at, needs, where + ".")
         text = required_field(chunk, "text", str, at, needs, where + ".")
         is_candidate = candidates is None or chunk_id in candidates
         passages.append(Passage(chunk_id, doc_id, i, text, is_candidate))
@@ -155,17 +156,17 @@ def _read_dump_split(path: Path, extra: dict[str, Document]) -> Split:
     for n, row in jsonl_rows(path):
         at = f"{path}:{n}"
         query = required_field(row, "query", dict, at, needs)
-        qid = required_field(query, "id", str, at, needs, "query.")
+        qid = required_id(query, "id", at, needs, "query.")
         text = query_text(query, "text", qid, at, needs, "query.")
         add_query(queries, qid, text, at, "query.text")
         for i, judged in enumerate(required_field(row, "judged_chunks", list, at, needs)):
             prefix = f"judged_chunks[{i}]."
             check_type(judged, dict, at, prefix[:-1], needs)
             chunk = required_field(judged, "chunk", dict, at, needs, prefix)
-            chunk_id = required_field(chunk, "id", str, at, needs, prefix + "chunk.")
+            chunk_id = required_id(chunk, "id", at, needs, prefix + "chunk.")
             judge(qrels, qid, chunk_id, required_field(judged, "judgement", int, at, needs, prefix))
             doc = required_field(judged, "belonging_doc", dict, at, needs, prefix)
-            doc_id = required_field(doc, "id", str, at, needs, prefix + "belonging_doc.")
+            doc_id = required_id(doc, "id", at, needs, prefix + "belonging_doc.")
             if doc_id not in extra:
                 extra[doc_id] = _dump_document(doc, at, needs, prefix + "belonging_doc.")
     return Split(queries, qrels)

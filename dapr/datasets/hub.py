@@ -39,6 +39,7 @@ from dapr.io.rows import (
     parquet_row_count,
     query_text,
     required_field,
+    required_id,
     row_location,
     table_rows,
     write_table,
@@ -179,7 +180,7 @@ def _read_hub_queries(path: Path) -> Queries:
     queries: Queries = {}
     for n, row in table_rows(path):
         at = row_location(path, n)
-        qid = required_field(row, "_id", str, at, _QUERIES_NEEDS)
+        qid = required_id(row, "_id", at, _QUERIES_NEEDS)
         text = query_text(row, "text", qid, at, _QUERIES_NEEDS)
         add_query(queries, qid, text, at, "text")
     return queries
@@ -190,14 +191,14 @@ def _read_hub_qrels(path: Path, queries: Queries, queries_file: Path) -> Qrels:
     qrels: Qrels = {}
     for n, row in table_rows(path):
         at = row_location(path, n)
-        qid = required_field(row, "query_id", str, at, _QRELS_NEEDS)
+        qid = required_id(row, "query_id", at, _QRELS_NEEDS)
         if qid not in queries:
             raise DataError(
                 f"{at}: field 'query_id' {qid!r} is not a query of {queries_file}; "
                 "judge only queries listed there, or add the query"
             )
-        item = required_field(row, "corpus_id", str, at, _QRELS_NEEDS)
-        judge(qrels, qid, item, required_field(row, "score", int, at, _QRELS_NEEDS))
+        item = required_id(row, "corpus_id", at, _QRELS_NEEDS)
+        judge(qrels, qid, item, required_field(row, "score", int, at, _QRELS_NEEDS), at)
     return qrels
 
 
@@ -291,8 +292,8 @@ def _judged_items(qrels_files: list[Path]) -> Iterator[tuple[str, str]]:
 def _hub_passage(row: dict[str, Any], at: str) -> tuple[Passage, str, int | None]:
     """A corpus row as its passage, its document's title and its ``total_paragraphs``."""
     passage = Passage(
-        id=required_field(row, "_id", str, at, CORPUS_NEEDS),
-        doc_id=required_field(row, "doc_id", str, at, CORPUS_NEEDS),
+        id=required_id(row, "_id", at, CORPUS_NEEDS),
+        doc_id=required_id(row, "doc_id", at, CORPUS_NEEDS),
         position=required_field(row, "paragraph_no", int, at, CORPUS_NEEDS),
         text=required_field(row, "text", str, at, CORPUS_NEEDS),
         is_candidate=optional_field(row, "is_candidate", bool, at, CORPUS_NEEDS, True),

@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from dapr.analysis.table import Result, result_from_metrics
-from dapr.errors import DaprError
+from dapr.errors import DaprError, os_error
 from dapr.experiment import summary
 from dapr.experiment.runner import Outcome
 from dapr.experiment.spec import Experiment
@@ -149,10 +149,7 @@ def write(
                 _write_sweep(swept, scratch)
     except OSError as error:
         _remove_empty(created)
-        raise DaprError(
-            f"{out}: cannot write the results ({error.strerror or error}); free some space or "
-            "choose another --out"
-        ) from None
+        raise DaprError(f"cannot write the results: {os_error(error, str(out))}") from None
     except BaseException:
         _remove_empty(created)
         raise

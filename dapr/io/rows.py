@@ -210,6 +210,18 @@ def required_field(
     return check_type(row[key], kind, at, prefix + key, needs)
 
 
+def required_id(row: dict[str, Any], key: str, at: str, needs: str, prefix: str = "") -> str:
+    """A :func:`required_field` string that can be a column of a TREC run file: not empty and
+    free of whitespace."""
+    value = required_field(row, key, str, at, needs, prefix)
+    if value.split() != [value]:
+        raise DataError(
+            f"{at}: field '{prefix}{key}' {value!r} is empty or contains whitespace; ids become "
+            "columns of TREC run files, which whitespace separates, so rename it"
+        )
+    return value
+
+
 def optional_field(
     row: dict[str, Any], key: str, kind: type, at: str, needs: str, default: Any
 ) -> Any:
@@ -274,7 +286,29 @@ def add_query(queries: Queries, qid: str, text: str, at: str, name: str) -> None
         )
 
 
-def judge(qrels: Qrels, qid: str, item: str, grade: int) -> None:
-    """Record a judgement; when a pair is judged more than once, the highest grade wins."""
+MAX_GRADE = 2**31 - 1
+"""The largest grade trec_eval (a C int) holds."""
+
+
+def judge(
+    qrels: Qrels, qid: str, item: str, grade: int, at: str | None = None, trec: bool = False
+) -> None:
+    """Record a judgement. A grade is from 0 (not relevant) to :data:`MAX_GRADE`; a TREC qrels
+    file (``trec``) may also grade down to ``-MAX_GRADE`` (trec_eval's judged non-relevant,
+    as ClueWeb's -2 for spam). When a pair is judged more than once, the highest grade wins (a
+    builder merging the judgements of several annotators); a file of judgements, whose row is
+    ``at``, may judge a pair once."""
+    where = at or f"query {qid!r}, item {item!r}"
+    if not (-MAX_GRADE if trec else 0) <= grade <= MAX_GRADE:
+        raise DataError(
+            f"{where}: grade {grade} is out of range; grades go from 0 (not relevant) up to "
+            f"{MAX_GRADE:,} (higher is more relevant)"
+        )
     judged = qrels.setdefault(qid, {})
-    judged[item] = max(grade, judged.get(item, grade))
+    before = judged.get(item)
+    if at is not None and before is not None and before != grade:
+        raise DataError(
+            f"{at}: query {qid!r} judges {item!r} again, with grade {grade} after {before}; "
+            "keep one judgement per query and item"
+        )
+    judged[item] = grade if before is None else max(grade, before)

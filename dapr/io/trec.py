@@ -84,7 +84,7 @@ def read_trec_qrels(path: Path) -> Qrels:
                 "write one judgement per line, columns separated by whitespace"
             )
         grade = parse_number(parts[3], int, f"{path}:{n}", "grade")
-        judge(qrels, parts[0], parts[2], grade)
+        judge(qrels, parts[0], parts[2], grade, f"{path}:{n}", trec=True)
     return qrels
 
 
