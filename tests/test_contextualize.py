@@ -289,3 +289,26 @@ def test_cli_contextualize_bad_input(wiki_slice, capsys, argv, message):
     assert main(["contextualize", str(dataset), *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_cost_table_figures_stay_sensible():
+    """A pass too quick to time (titles) shows a bound, not millions of words per second, and
+    the workers are those that got work, not those asked for."""
+    from dapr.experiment.summary import cost_rows
+
+    quick = Cost("title", documents=100, words=41_000, seconds=0.001, workers=2)
+    slow = Cost("keyphrases", documents=100, words=41_000, seconds=10.0, workers=2)
+    rows = cost_rows({"quick": quick, "slow": slow}, of="dataset")
+    assert rows[0]["speed (words/s)"] == "> 820,000 (under 0.05 s in all)"
+    assert rows[1]["speed (words/s)"] == "4,100.0"
+
+
+def test_workers_are_those_that_got_work(tmp_path):
+    documents = [
+        Document(f"d{i}", "T", (Passage(f"d{i}-0", f"d{i}", 0, "a b c"),)) for i in range(3)
+    ]
+    chain = Chain([ContextStep("tag")])  # parallel: worker processes, one chunk of 3 documents
+    cost = Cost(chain.label)
+    texts = list(contextualize_corpus(documents, chain, tmp_path, cost, workers=50))
+    assert len(texts) == 3 and f"<{os.getpid()}>" not in texts[0][1][0]  # ran in a worker
+    assert cost.workers == 1

@@ -160,7 +160,7 @@ def contextualize_corpus(
         pool.shutdown()
         for store in stores:
             store.close()
-        cost.workers = width if pool.started else 1
+        cost.workers = min(width, pool.tasks) if pool.started else 1
         cost.wall_seconds = time.perf_counter() - started
 
 

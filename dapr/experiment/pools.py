@@ -21,6 +21,8 @@ class ProcessPool:
     def __init__(self, chain: Chain, workers: int):
         self.chain, self.workers = chain, workers
         self._executor: ProcessPoolExecutor | None = None
+        self.tasks = 0
+        """Chunks handed out: no more processes than these start."""
 
     @property
     def started(self) -> bool:
@@ -34,6 +36,7 @@ class ProcessPool:
                 initializer=_start_worker,
                 initargs=(self.chain,),
             )
+        self.tasks += 1
         return self._executor.submit(_work, index, documents)
 
     def shutdown(self) -> None:
@@ -53,6 +56,7 @@ class RayPool:
         self._starting: dict[Any, Any] = {}
         self._ready: list[Any] = []
         self._turn = 0
+        self.tasks = 0
 
     @property
     def started(self) -> bool:
@@ -80,6 +84,7 @@ class RayPool:
                 self._ready.append(self._starting.pop(ref))
         actor = self._ready[self._turn % len(self._ready)]
         self._turn += 1
+        self.tasks += 1
         return actor.work.remote(index, documents).future()
 
     def shutdown(self) -> None:

@@ -21,6 +21,7 @@ from dapr.evaluation import Evaluation
 from dapr.evaluation import evaluate as evaluate_run
 from dapr.experiment.chain import Chain, chain_for
 from dapr.experiment.contextualize import Cost, contextualize_corpus, record_cost, recorded_cost
+from dapr.experiment.progress import Progress
 from dapr.experiment.spec import Experiment, FusionSpec, RetrieverSpec
 from dapr.interfaces import (
     BoundedReranker,
@@ -70,6 +71,7 @@ class Runner:
         self.cache = cache or Cache()
         self.workers = experiment.workers or os.cpu_count() or 1
         self._open: dict[str, Callable[[], object]] = {}
+        self.progress = Progress()
 
     def run(
         self, dataset: Dataset | None = None, evaluate: Collection[str] | None = None
@@ -136,11 +138,13 @@ class Runner:
                     self.cache.touch("indexes", index_key)
                     self._recorded_cost(outcome, system, chain)
                 else:
-                    items = self._items(outcome, spec.level, chain, system)
+                    since = self.progress.started("index", system, spec.level + "s")
+                    items = _counted(self._items(outcome, spec.level, chain, system))
                     resume = isinstance(component, Resumable) and component.resumable
                     with self.cache.writing("indexes", index_key, resume) as store:
                         component.index(items, store)
                     status = "computed"
+                    self.progress.finished("index", system, since, f"{items.count:,} items")
                 component.load(self.cache.path("indexes", index_key))
             outcome.steps.append(Step("index", system, status, time.perf_counter() - started))
             self._open[system] = lambda: component
@@ -194,7 +198,9 @@ class Runner:
         """The ``(id, text)`` pairs a retriever indexes: candidate passages (contextualized by
         ``chain``, cached per document) or whole documents; a chain's cost is recorded."""
         dataset = outcome.dataset
-        documents = tqdm(dataset.corpus, desc=f"{system}: reading documents", unit=" docs", delay=1)
+        documents = tqdm(
+            dataset.corpus, desc=f"{system}: reading documents", unit=" docs", delay=1, disable=None
+        )
         if level == "document":
             for document in documents:
                 yield document.id, document.text
@@ -267,8 +273,9 @@ class Runner:
                 self.cache.touch("runs", key)
                 outcome.steps.append(Step(kind, system, "cached", 0.0))
                 return Run.load(self.cache.path("runs", key) / "run.npz")
-            started = time.perf_counter()
+            started = self.progress.started(kind, system)
             run = compute()
+            self.progress.finished(kind, system, started, f"{len(run.queries):,} queries")
             if (bad := run.not_finite()) is not None:
                 query, item, score = bad
                 raise DaprError(
@@ -279,6 +286,18 @@ class Runner:
                 run.save(entry / "run.npz")
         outcome.steps.append(Step(kind, system, "computed", time.perf_counter() - started))
         return run
+
+
+class _counted:
+    """An iterator that counts what it yields (the items an index took)."""
+
+    def __init__(self, items: Iterator[tuple[str, str]]):
+        self.items, self.count = items, 0
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        for item in self.items:
+            self.count += 1
+            yield item
 
 
 def _candidates(pairs: Iterator[tuple[Document, list[str]]]) -> Iterator[tuple[str, str]]:

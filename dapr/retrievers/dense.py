@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -168,7 +169,7 @@ class Dense:
             [queries[q] for q in qids],
             batch_size=self.batch_size,
             convert_to_tensor=True,
-            show_progress_bar=len(qids) > 1000,
+            show_progress_bar=len(qids) > 1000 and sys.stderr.isatty(),
         )
         tops = search_shards(
             vectors.float().cpu(),
@@ -195,7 +196,7 @@ class Dense:
                 [queries[q] for q in qids],
                 batch_size=self.batch_size,
                 convert_to_tensor=True,
-                show_progress_bar=len(qids) > 1000,
+                show_progress_bar=len(qids) > 1000 and sys.stderr.isatty(),
             )
             .float()
             .cpu()

@@ -178,7 +178,7 @@ class LateInteraction:
             old.unlink()
         encoder = self.encoder()
         ids: list[str] = []
-        progress = tqdm(desc=f"encoding with {self.model}", unit=" items", delay=1)
+        progress = tqdm(desc=f"encoding with {self.model}", unit=" items", delay=1, disable=None)
         try:
             for n, chunk in enumerate(chunks(items, _CHUNK)):
                 vectors, counts = encoder.documents([text for _, text in chunk], self.dtype)

@@ -141,7 +141,7 @@ class Rerank:
         scores = np.empty(len(heads.items), dtype=np.float64)
         devices = gpus() if self.device is None else []
         chunk = self.batch_size * _CHUNK_BATCHES * max(1, len(devices))
-        progress = tqdm(total=len(scores), desc="re-ranking", unit=" pairs", delay=1)
+        progress = tqdm(total=len(scores), desc="re-ranking", unit=" pairs", delay=1, disable=None)
         with encoding_pool(model, devices) as pool:
             for rows, pairs in _pair_chunks(queries, heads, texts, chunk):
                 order = np.argsort([-len(q) - len(t) for q, t in pairs], kind="stable")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -210,7 +211,7 @@ class Sparse:
                 texts,
                 batch_size=self.batch_size,
                 save_to_cpu=True,
-                show_progress_bar=len(texts) > 1000,
+                show_progress_bar=len(texts) > 1000 and sys.stderr.isatty(),
             )
         )
 

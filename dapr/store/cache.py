@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -119,8 +120,22 @@ class Cache:
         cache. Released when the holder exits, also when it is killed."""
         path = self.root / kind / f".{key}.lock"
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        with path.open("a+") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+                print(
+                    f"dapr: waiting for {kind}/{key}, which {holder} is computing",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"process {os.getpid()} on {socket.gethostname()}")
+            handle.flush()
             try:
                 yield
             finally:

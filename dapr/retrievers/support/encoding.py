@@ -89,7 +89,9 @@ def encode_into(
     :func:`shards`)."""
     store.mkdir(parents=True, exist_ok=True)
     ids: list[str] = []
-    progress = tqdm(desc=f"encoding with {retriever.document_name}", unit=" items", delay=1)
+    progress = tqdm(
+        desc=f"encoding with {retriever.document_name}", unit=" items", delay=1, disable=None
+    )
     with encoding_pool(model, retriever.devices) as pool:
 
         def encode(chunk: Chunk, path: Path) -> None:
