@@ -3,7 +3,9 @@
 ``out/`` holds ``runs/<system>.trec``, ``metrics.json`` (means and per-query values, query
 categories, contextualization costs), ``summary.md`` / ``.csv``, ``contextualization.md`` /
 ``.csv`` and ``categories.md`` where they apply, ``manifest.json``, and for a sweep ``sweep.md``
-/ ``.csv`` / ``.json`` with its plot. It is built beside ``out`` and swapped in whole.
+/ ``.csv`` / ``.json`` with its plot. It is built beside ``out`` and swapped in whole, with
+the files of an earlier ``out`` that dapr did not write carried over; results of another
+configuration are replaced only when asked (``--overwrite``).
 """
 
 from __future__ import annotations
