@@ -106,3 +106,35 @@ def test_another_configuration_is_not_overwritten_unasked(workspace, capsys):
         main(["run", str(experiment), "--out", str(out), "--set", "split=dev", "--overwrite"]) == 0
     )
     assert json.loads((out / "metrics.json").read_text())["split"] == "dev"
+
+
+class _Spaced:
+    """A retriever plugin that makes up an item id with a space."""
+
+    def index(self, items, store):
+        list(items)
+
+    def load(self, store):
+        pass
+
+    def search(self, queries, k):
+        from dapr.data import Run
+
+        return Run.from_dict({qid: {"made up": 1.0} for qid in queries})
+
+
+def test_a_bad_item_id_is_named_with_the_file_it_was_bound_for(workspace, capsys):
+    from dapr import registry
+
+    registry.retrievers.add("spaced", _Spaced)
+    try:
+        experiment = _experiment(workspace, retrievers={"odd": {"name": "spaced"}})
+        raw = yaml.safe_load(experiment.read_text())
+        del raw["fusion"]  # it fuses systems this experiment does not have
+        experiment.write_text(yaml.safe_dump(raw))
+        assert main(["run", str(experiment), "--out", str(workspace / "out")]) == 2
+    finally:
+        registry.retrievers.remove("spaced")
+    err = capsys.readouterr().err.strip()
+    assert f"{workspace / 'out' / 'runs' / 'odd.trec'}: item id 'made up'" in err
+    assert ".tmp" not in err and not (workspace / "out").exists()

@@ -28,7 +28,7 @@ from dapr.experiment.spec import Experiment
 from dapr.experiment.sweep import SweepResult
 from dapr.io import write_trec_run
 from dapr.io.files import atomic_directory, pid_alive, write_bytes_atomic
-from dapr.io.rows import check_tokens
+from dapr.io.trec import check_run
 
 METRICS = "metrics.json"
 SWEEP = "sweep.json"
@@ -135,8 +135,8 @@ def write(
     no partial results (and ``out``, if it held earlier results, untouched).
     """
     check_output(out)
-    for system in outcome.runs:  # before anything is written, and naming the real path
-        check_tokens([system], "system name", out / "runs" / f"{system}.trec")
+    for system, run in outcome.runs.items():  # before anything is written, naming the real path
+        check_run(run, out / "runs" / f"{system}.trec", system)
     out = Path(os.path.abspath(out))
     if out.is_symlink():  # written where it points; the link stays
         out = out.resolve()

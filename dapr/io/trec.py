@@ -32,6 +32,14 @@ def write_trec_run(run: Run, path: Path, system: str) -> None:
     infinite score is refused.
     """
     path = Path(path)
+    check_run(run, path, system)
+    queries, vocab = _strings(run.queries), _strings(run.vocab)
+    write_bytes_atomic(path, _run_lines(run, queries, vocab, str(system)))
+
+
+def check_run(run: Run, path: Path, system: str) -> None:
+    """A DataError naming ``path`` unless the run can be written there as a TREC run: ids and
+    the system name without whitespace, finite scores."""
     queries, vocab = _strings(run.queries), _strings(run.vocab)
     used = np.zeros(len(vocab), dtype=bool)
     used[run.items] = True
@@ -44,7 +52,6 @@ def write_trec_run(run: Run, path: Path, system: str) -> None:
             f"{path}: system {system!r} gave item {item!r} of query {query!r} the score {score}; "
             "a run file holds finite scores only: fix the system (nothing was written)"
         )
-    write_bytes_atomic(path, _run_lines(run, queries, vocab, str(system)))
 
 
 def read_trec_run(path: Path) -> Run:
