@@ -21,6 +21,9 @@ Qrels = dict[str, dict[str, int]]
 """Query id -> item id -> graded relevance (the shape pytrec_eval reads)."""
 
 SPLITS = ("train", "dev", "test")
+RANKING = "score desc, id desc"
+"""How a :class:`Run` orders its rows (see :func:`rank_order`); part of every cached run's key,
+so runs stored under another rule are computed again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,8 +200,9 @@ class Run:
     """Ranked lists of scored items, one per query, stored column-wise.
 
     Query ``queries[q]`` owns rows ``offsets[q]:offsets[q + 1]``; each row is an item (a code into
-    ``vocab``) and its score. Within a query rows are in rank order: descending score, ties in
-    ascending item code. Build one with :meth:`from_dict` or :meth:`from_lists`.
+    ``vocab``) and its score. Within a query rows are in rank order: descending score, ties by
+    descending item id (as trec_eval orders them). Build one with :meth:`from_dict` or
+    :meth:`from_lists`.
     """
 
     queries: np.ndarray
@@ -223,7 +227,7 @@ class Run:
         flat_scores = (
             np.concatenate(scores).astype(np.float64) if scores else np.zeros(0, np.float64)
         )
-        order = rank_order(offsets, flat_items, flat_scores)
+        order = rank_order(offsets, flat_items, flat_scores, np.asarray(vocab, dtype=object))
         return cls(
             queries=np.array(list(queries), dtype=object),
             offsets=offsets,
@@ -300,19 +304,33 @@ class Run:
             )
 
 
-def rank_order(offsets: np.ndarray, items: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """Row permutation into rank order (descending score, ties by ascending item) per query.
+def rank_order(
+    offsets: np.ndarray, items: np.ndarray, scores: np.ndarray, vocab: np.ndarray
+) -> np.ndarray:
+    """Row permutation into rank order per query: descending score, ties by descending item id
+    (``vocab[item]``), the order trec_eval evaluates them in, so a written run, its evaluation
+    and a fusion cut at a depth agree on tied items.
 
     Sorted query by query with one quicksort, falling back to a two-key sort only where a query
     holds tied scores: on millions of rows an order of magnitude faster than one global sort.
     """
     order = np.empty(len(scores), dtype=np.int64)
     bounds = offsets.tolist()
+    descending: np.ndarray | None = None
     for start, end in zip(bounds[:-1], bounds[1:]):
         negated = -scores[start:end]
         local = np.argsort(negated)
         ranked = negated[local]
         if (ranked[1:] == ranked[:-1]).any():
-            local = np.lexsort((items[start:end], negated))
+            if descending is None:  # once per call, and only when some query has ties
+                descending = _descending_ids(vocab)
+            local = np.lexsort((descending[items[start:end]], negated))
         order[start:end] = local + start
     return order
+
+
+def _descending_ids(vocab: np.ndarray) -> np.ndarray:
+    """For each code of ``vocab``, a key that sorts ids in descending string order."""
+    keys = np.empty(len(vocab), dtype=np.int64)
+    keys[np.argsort(np.asarray(vocab).astype(str), kind="stable")] = np.arange(len(vocab))[::-1]
+    return keys

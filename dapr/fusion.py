@@ -292,7 +292,7 @@ def _filled(scores: np.ndarray, value: float) -> np.ndarray:
 
 def _reranked(run: Run, scores: np.ndarray) -> Run:
     """``run``'s rows with new ``scores``, put into rank order."""
-    order = rank_order(run.offsets, run.items, scores)
+    order = rank_order(run.offsets, run.items, scores, run.vocab)
     return Run(run.queries, run.offsets, run.items[order], scores[order], run.vocab)
 
 

@@ -17,10 +17,10 @@ DOCS = [
 ]
 
 
-def test_run_orders_by_score_then_item_code_and_round_trips():
+def test_run_orders_by_score_then_descending_id_and_round_trips():
     run = Run.from_dict({"q1": {"x": 0.5, "y": 0.9, "z": 0.5}, "q2": {}, "q3": {"x": 1.0}})
     assert run.to_dict() == {"q1": {"y": 0.9, "x": 0.5, "z": 0.5}, "q2": {}, "q3": {"x": 1.0}}
-    assert list(run.to_dict()["q1"]) == ["y", "x", "z"]  # tie x/z kept in code order
+    assert list(run.to_dict()["q1"]) == ["y", "z", "x"]  # tie x/z: descending id, as trec_eval
     assert run.offsets.tolist() == [0, 3, 3, 4]
     top = run.top(1)
     assert top.to_dict() == {"q1": {"y": 0.9}, "q2": {}, "q3": {"x": 1.0}}

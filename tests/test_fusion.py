@@ -65,11 +65,11 @@ def test_alpha_zero_is_the_normalised_passage_run():
     ]
 
 
-def test_alpha_one_is_the_document_side_with_ties_by_item_code():
+def test_alpha_one_is_the_document_side_with_ties_by_descending_id():
     # document side only: a1 1, a2 1 (tied: same document), b1 0, x1 0 (tied);
-    # item codes follow first appearance in PASSAGES: a1 0, b1 1, a2 2, x1 3
+    # ties go as trec_eval orders them: descending id
     assert fuse(DOCS, PASSAGES, PID2DID, 1) == [
-        ("q", [("a1", 1.0), ("a2", 1.0), ("b1", 0.0), ("x1", 0.0)])
+        ("q", [("a2", 1.0), ("a1", 1.0), ("x1", 0.0), ("b1", 0.0)])
     ]
 
 
@@ -92,9 +92,9 @@ def test_exact_ties_rank_by_item_code_not_by_id():
 def test_constant_scores_normalise_to_zero():
     docs = {"q": {"A": 3.0, "B": 3.0}}
     passages = {"q": {"a": 0.7, "b": 0.7, "c": 0.7}}
-    # every side constant: (v - v) / max(0, 1e-4) = 0 -> all 0, ranked by item code
+    # every side constant: (v - v) / max(0, 1e-4) = 0 -> all 0, ranked by descending id
     assert fuse(docs, passages, {"a": "A", "b": "B", "c": "A"}, 0.3) == [
-        ("q", [("a", 0.0), ("b", 0.0), ("c", 0.0)])
+        ("q", [("c", 0.0), ("b", 0.0), ("a", 0.0)])
     ]
 
 
@@ -121,10 +121,10 @@ def test_queries_missing_from_either_run():
 def test_queries_are_matched_by_id_not_position():
     docs = {"q2": {"A": 1.0, "B": 0.0}, "q1": {"A": 0.0, "B": 1.0}}
     passages = {"q1": {"a": 1.0, "b": 0.0}, "q2": {"a": 1.0, "b": 0.0}}
-    # q1: a doc 0 pass 1 -> .5, b doc 1 pass 0 -> .5 (tie, code order a, b)
+    # q1: a doc 0 pass 1 -> .5, b doc 1 pass 0 -> .5 (tie, descending id: b, a)
     # q2: a doc 1 pass 1 -> 1,  b doc 0 pass 0 -> 0
     assert fuse(docs, passages, {"a": "A", "b": "B"}, 0.5) == [
-        ("q1", [("a", 0.5), ("b", 0.5)]),
+        ("q1", [("b", 0.5), ("a", 0.5)]),
         ("q2", [("a", 1.0), ("b", 0.0)]),
     ]
 
@@ -134,9 +134,9 @@ def test_passage_whose_document_is_unknown():
     passages = {"q": {"a": 1.0, "b": 3.0, "z": 2.0}}
     # z's document is in no vocabulary (doc_of -1). document side over a, b: a 1, b 0, z 0
     # passage side: min 1, max 3, divisor 2 -> a 0, b 1, z .5
-    # alpha .5: a .5, b .5 (tie, codes a 0 < b 1), z .25
+    # alpha .5: a .5, b .5 (tie, descending id: b before a), z .25
     assert fuse(docs, passages, {"a": "A", "b": "B", "z": "Zed"}, 0.5) == [
-        ("q", [("a", 0.5), ("b", 0.5), ("z", 0.25)])
+        ("q", [("b", 0.5), ("a", 0.5), ("z", 0.25)])
     ]
 
 
@@ -185,15 +185,20 @@ def test_min_max_per_segment():
     assert SOFT_ZERO == 1e-4
 
 
-def test_rank_order_is_score_descending_then_item_ascending_per_query():
+def test_rank_order_is_score_descending_then_id_descending_per_query():
+    """The order trec_eval evaluates a run in: score, then item id, both descending."""
     rng = np.random.default_rng(1)
     lengths = rng.integers(0, 30, 50)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     items = np.concatenate([rng.permutation(100)[:n] for n in lengths])
     scores = rng.integers(0, 5, len(items)) / 4  # many exact ties
+    vocab = np.array([f"doc-{rng.integers(10**6):06d}-{c}" for c in range(100)], dtype=object)
     query_of_row = np.repeat(np.arange(len(lengths)), lengths)
-    expected = sorted(range(len(items)), key=lambda r: (query_of_row[r], -scores[r], items[r]))
-    np.testing.assert_array_equal(rank_order(offsets, items, scores), expected)
+    expected = sorted(
+        range(len(items)),
+        key=lambda r: (query_of_row[r], -scores[r], [-ord(c) for c in vocab[items[r]]]),
+    )
+    np.testing.assert_array_equal(rank_order(offsets, items, scores, vocab), expected)
 
 
 # A straightforward dict reimplementation of the reference, to compare against.
@@ -343,15 +348,16 @@ def _listed(run: Run) -> list[tuple[str, list[tuple[str, float]]]]:
 def test_convex_fuses_two_passage_runs_over_their_union():
     # first min-max over 1..3: a 1, c .5, b 0, d missing -> 0
     # second over 0..8: b 1, d .5, a 0, c missing -> 0
-    # alpha .5: a .5, b .5, c .25, d .25; ties by code in the union vocab (a b c from FIRST, d)
+    # alpha .5: a .5, b .5, c .25, d .25; ties by descending id
     fused = Convex(0.5).fuse_passages(Run.from_dict(FIRST), Run.from_dict(SECOND))
-    assert _listed(fused) == [("q", [("a", 0.5), ("b", 0.5), ("c", 0.25), ("d", 0.25)])]
+    assert _listed(fused) == [("q", [("b", 0.5), ("a", 0.5), ("d", 0.25), ("c", 0.25)])]
     # missing -1: c .5*.5 + .5*-1 = -.25, d .5*-1 + .5*.5 = -.25
     fused = Convex(0.5, missing=-1.0).fuse_passages(Run.from_dict(FIRST), Run.from_dict(SECOND))
-    assert _listed(fused) == [("q", [("a", 0.5), ("b", 0.5), ("c", -0.25), ("d", -0.25)])]
-    # alpha 1 keeps the first run's order for its own items; the other's come last
+    assert _listed(fused) == [("q", [("b", 0.5), ("a", 0.5), ("d", -0.25), ("c", -0.25)])]
+    # alpha 1: the first run's scores (a 1, c .5, b 0); d, missing there, ties b at 0 and
+    # comes first by descending id
     fused = Convex(1.0).fuse_passages(Run.from_dict(FIRST), Run.from_dict(SECOND))
-    assert [i for i, _ in fused.to_dict()["q"].items()] == ["a", "c", "b", "d"]
+    assert [i for i, _ in fused.to_dict()["q"].items()] == ["a", "c", "d", "b"]
 
 
 def test_rrf_fuses_two_passage_runs_and_a_missing_list_adds_nothing():
@@ -359,7 +365,7 @@ def test_rrf_fuses_two_passage_runs_and_a_missing_list_adds_nothing():
     fused = RRF(k=10).fuse_passages(Run.from_dict(FIRST), Run.from_dict(SECOND)).to_dict()["q"]
     expected = {"a": 1 / 11 + 1 / 13, "b": 1 / 13 + 1 / 11, "c": 1 / 12, "d": 1 / 12}
     assert fused == pytest.approx(expected)
-    assert list(fused) == ["a", "b", "c", "d"]
+    assert list(fused) == ["b", "a", "d", "c"]  # ties by descending id
     # depth 1 keeps only each list's top item: a (first) and b (second)
     cut = RRF(k=10, depth=1).fuse_passages(Run.from_dict(FIRST), Run.from_dict(SECOND))
     assert cut.to_dict()["q"] == pytest.approx({"a": 1 / 11, "b": 1 / 11})
@@ -404,13 +410,13 @@ def test_convex_depth_cuts_both_lists_before_fusing():
     fused = Convex(0.5, depth=2).fuse(document_run, passage_run, doc_of).to_dict()["q"]
     assert fused == pytest.approx({"a1": 1.0, "b1": 0.0})
     # two passage runs cut to 2: FIRST a 3, c 2 -> a 1, c 0; SECOND b 8, d 4 -> b 1, d 0;
-    # alpha .25, missing 0: b .75 * 1 = .75, a .25 * 1 = .25, c 0, d 0 (ties by code: c before d)
+    # alpha .25, missing 0: b .75 * 1 = .75, a .25 * 1 = .25, c 0, d 0 (tie: d before c)
     hybrid = Convex(0.25, depth=2).fuse_passages(Run.from_dict(FIRST), Run.from_dict(SECOND))
     assert list(hybrid.to_dict()["q"].items()) == [
         ("b", pytest.approx(0.75)),
         ("a", pytest.approx(0.25)),
-        ("c", 0.0),
         ("d", 0.0),
+        ("c", 0.0),
     ]
     with pytest.raises(DaprError, match="depth"):
         Convex(0.5, depth=0)

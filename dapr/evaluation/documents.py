@@ -24,8 +24,8 @@ def maxp(run: Run, ids: CorpusIds) -> Run:
     offsets = np.zeros(len(run.queries) + 1, dtype=np.int64)
     np.cumsum(np.bincount(query_of[best], minlength=len(run.queries)), out=offsets[1:])
     items, scores = docs[best], run.scores[best]
-    order = rank_order(offsets, items, scores)
     vocab = np.asarray(ids.doc_ids, dtype=object)
+    order = rank_order(offsets, items, scores, vocab)
     return Run(run.queries, offsets, items[order], scores[order], vocab)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from dapr import evaluation, registry
-from dapr.data import Dataset, Document, Queries, Run, Split
+from dapr.data import RANKING, Dataset, Document, Queries, Run, Split
 from dapr.datasets import load_dataset
 from dapr.errors import DaprError
 from dapr.evaluation import Evaluation
@@ -127,7 +127,7 @@ class Runner:
         if spec.first_stage:
             return self._rerank(outcome, system, spec, component, chain, made_by, queries)
         index_key = content_key(*made_by, dataset.corpus.fingerprint)
-        run_key = content_key(index_key, _queries_hash(queries), self.experiment.depth)
+        run_key = content_key(index_key, _queries_hash(queries), self.experiment.depth, RANKING)
         outcome.keys[system] = run_key
 
         def open_index():

@@ -55,7 +55,8 @@ def check_run(run: Run, path: Path, system: str) -> None:
 
 
 def read_trec_run(path: Path) -> Run:
-    """A TREC run file, ranked by score; tied items in the order they first appear in the file."""
+    """A TREC run file, ranked by score, tied items by descending id (as trec_eval ranks
+    them, whatever their order in the file)."""
     path = Path(path)
     columns = _read_run_columns_fast(path) or _read_run_columns(path)
     if not np.isfinite(columns[4]).all():
@@ -179,7 +180,7 @@ def _build_run(
     if not len(queries):
         return Run.from_lists([], [], [], vocab)
     if not _is_ranked(q_codes, scores):
-        order = np.lexsort((-scores, q_codes))  # stable: tied rows keep their file order
+        order = np.lexsort((-scores, q_codes))  # by query and score: from_lists orders ties
         q_codes, codes, scores = q_codes[order], codes[order], scores[order]
     _check_no_duplicates(path, q_codes, codes, queries, vocab)
     bounds = np.cumsum(np.bincount(q_codes, minlength=len(queries)))[:-1]
