@@ -323,14 +323,15 @@ def rank_order(
         ranked = negated[local]
         if (ranked[1:] == ranked[:-1]).any():
             if descending is None:  # once per call, and only when some query has ties
-                descending = _descending_ids(vocab)
+                descending = -id_ranks(vocab)
             local = np.lexsort((descending[items[start:end]], negated))
         order[start:end] = local + start
     return order
 
 
-def _descending_ids(vocab: np.ndarray) -> np.ndarray:
-    """For each code of ``vocab``, a key that sorts ids in descending string order."""
-    keys = np.empty(len(vocab), dtype=np.int64)
-    keys[np.argsort(np.asarray(vocab).astype(str), kind="stable")] = np.arange(len(vocab))[::-1]
-    return keys
+def id_ranks(vocab: np.ndarray) -> np.ndarray:
+    """For each code of ``vocab``, the rank of its id in ascending string order (code point
+    order, which is trec_eval's byte order for UTF-8): the key that breaks score ties."""
+    ranks = np.empty(len(vocab), dtype=np.int64)
+    ranks[np.argsort(np.asarray(vocab).astype(str), kind="stable")] = np.arange(len(vocab))
+    return ranks

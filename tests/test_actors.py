@@ -175,7 +175,7 @@ def test_a_dense_index_encoded_by_ray_actors_equals_one_encoded_by_the_job(
     assert done.computed == ("index dense", "search dense")
     ids, vectors = _index(tmp_path)
     assert ids == encoded_alone[0]
-    np.testing.assert_allclose(vectors, encoded_alone[1], atol=1e-6)
+    np.testing.assert_array_equal(vectors, encoded_alone[1])
 
 
 def test_a_job_on_ray_encodes_with_actors_of_its_own(encoded_alone, local_ray, dense_job, tmp_path):
@@ -184,4 +184,4 @@ def test_a_job_on_ray_encodes_with_actors_of_its_own(encoded_alone, local_ray, d
     assert done.computed == ("index dense", "search dense") and done.pid != os.getpid()
     ids, vectors = _index(tmp_path)
     assert ids == encoded_alone[0]
-    np.testing.assert_allclose(vectors, encoded_alone[1], atol=1e-6)
+    np.testing.assert_array_equal(vectors, encoded_alone[1])

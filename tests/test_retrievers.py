@@ -87,7 +87,7 @@ def test_dense_encoding_in_small_shards_gives_the_same_embeddings(tmp_path):
     sharded.index(ITEMS, tmp_path / "sharded")
     assert list(sharded._ids) == [i for i, _ in ITEMS]
     assert [len(s) for s in sharded._shards] == [2, 2, 1]
-    assert np.allclose(np.concatenate(sharded._shards), whole._shards[0], atol=1e-6)
+    np.testing.assert_array_equal(np.concatenate(sharded._shards), whole._shards[0])
     assert sorted(p.name for p in (tmp_path / "sharded").glob("*.npy")) == [
         "shard-00000.npy",
         "shard-00001.npy",

@@ -3,6 +3,8 @@
 The corpus is encoded chunk by chunk into ``shard-NNNNN.npy`` files (float32), on every visible
 GPU when there are several; search maps the shards back and scores them block by block (see
 :mod:`dapr.retrievers.support.exact`), so neither encoding nor search holds the corpus in memory.
+Texts are batched by token length and scores are exact (:mod:`~dapr.retrievers.support.canonical`),
+so a run does not depend on batch, block or shard sizes, nor on how many workers encoded it.
 The shards live in the index store, whose cache key is the model's name and revision, its pooling
 and length, the corpus fingerprint and the contextualizer: an encoded corpus is never encoded again.
 ``score`` ranks given candidates (hierarchical retrieval) reading only their rows of the shards.
@@ -24,14 +26,10 @@ from dapr.checkpoints import revision, sentence_transformer
 from dapr.data import Run
 from dapr.interfaces import Preset
 from dapr.io.files import write_bytes_atomic
+from dapr.retrievers.support.batches import encode_unpadded
+from dapr.retrievers.support.canonical import exact_scores, exact_search
 from dapr.retrievers.support.encoding import encode_into
-from dapr.retrievers.support.exact import (
-    TopK,
-    candidate_rows,
-    score_candidates,
-    search_shards,
-    shard_pieces,
-)
+from dapr.retrievers.support.exact import candidate_rows, score_candidates, shard_pieces
 
 _SHARD = 16_384
 """Items encoded in one call and written to one shard file."""
@@ -71,7 +69,7 @@ class Dense:
     resuming and of Ray encoding) change speed and memory, never the results.
     """
 
-    version = "2"
+    version = "3"
     resumable = True
     """An interrupted :meth:`index` into the same store resumes from its stored shards."""
     presets = PRESETS
@@ -140,8 +138,10 @@ class Dense:
 
     def write_shard(self, chunk: list[tuple[str, str]], path: Path, pool: Any = None) -> None:
         """Encode ``chunk`` into the shard file ``path`` (float32 ``.npy``), atomically."""
-        vectors = self._model(self.document_name).encode_document(
+        vectors = encode_unpadded(
+            self._model(self.document_name),
             [text for _, text in chunk],
+            "document",
             batch_size=self.batch_size,
             convert_to_numpy=True,
             pool=pool,
@@ -165,21 +165,31 @@ class Dense:
         if not qids:
             return Run.from_lists([], [], [], self._ids)
         encoder = self._model(self.query_name)
-        vectors = encoder.encode_query(
-            [queries[q] for q in qids],
-            batch_size=self.batch_size,
-            convert_to_tensor=True,
-            show_progress_bar=len(qids) > 1000 and sys.stderr.isatty(),
-        )
-        tops = search_shards(
-            vectors.float().cpu(),
+        items, scores = exact_search(
+            self._encode_queries(qids, queries),
             self._shards,
             k,
+            encoder.similarity_fn_name,
             encoder.similarity,
             self.block_size,
             self.query_batch,
         )
-        return TopK.merge(tops, qids, self._ids)
+        return Run.from_lists(qids, items, scores, self._ids).top(k)
+
+    def _encode_queries(self, qids: list[str], queries: Mapping[str, str]) -> torch.Tensor:
+        """The queries' vectors (float32, on the CPU), each independent of the others."""
+        return (
+            encode_unpadded(
+                self._model(self.query_name),
+                [queries[q] for q in qids],
+                "query",
+                batch_size=self.batch_size,
+                convert_to_tensor=True,
+                show_progress_bar=len(qids) > 1000 and sys.stderr.isatty(),
+            )
+            .float()
+            .cpu()
+        )
 
     def score(self, queries: Mapping[str, str], candidates: Run) -> Run:
         """The items of ``candidates`` (its scores ignored) ranked for each of its queries that
@@ -190,17 +200,8 @@ class Dense:
         qids, rows = candidate_rows(queries, candidates, self._ids)
         if not any(len(r) for r in rows):
             return Run.from_lists(qids, rows, [r.astype(np.float64) for r in rows], self._ids)
-        encoder = self._model(self.query_name)
-        vectors = (
-            encoder.encode_query(
-                [queries[q] for q in qids],
-                batch_size=self.batch_size,
-                convert_to_tensor=True,
-                show_progress_bar=len(qids) > 1000 and sys.stderr.isatty(),
-            )
-            .float()
-            .cpu()
-        )
+        similarity = self._model(self.query_name).similarity_fn_name
+        vectors = self._encode_queries(qids, queries)
         sizes = [len(shard) for shard in self._shards]
 
         def pieces(union: np.ndarray):
@@ -209,7 +210,6 @@ class Dense:
 
         def score(block: np.ndarray, q: int, local: np.ndarray) -> np.ndarray:
             # rows gathered by numpy: torch's threaded indexing costs milliseconds a call
-            found = encoder.similarity(vectors[q : q + 1], torch.from_numpy(block[local]))
-            return found[0].double().numpy()
+            return exact_scores(similarity, vectors[q], block[local])
 
         return Run.from_lists(qids, rows, score_candidates(rows, pieces, score), self._ids)

@@ -33,12 +33,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from dapr.checkpoints import load, revision
-from dapr.data import Run
+from dapr.data import Run, id_ranks
 from dapr.errors import DaprError
 from dapr.interfaces import Preset
 from dapr.io.files import write_bytes_atomic
+from dapr.retrievers.support.batches import encode_unpadded
 from dapr.retrievers.support.encoding import encode_into
 from dapr.retrievers.support.exact import (
     TopK,
@@ -73,7 +75,7 @@ class Sparse:
     they come from, the running top ``k``) besides one shard of the index.
     """
 
-    version = "1"
+    version = "2"
     resumable = True
     """An interrupted :meth:`index` into the same store resumes from its stored shards."""
     presets = PRESETS
@@ -153,8 +155,10 @@ class Sparse:
         atomically."""
         import scipy.sparse as sp
 
-        vectors = self._model(self.document_name).encode_document(
+        vectors = encode_unpadded(
+            self._model(self.document_name),
             [text for _, text in chunk],
+            "document",
             batch_size=self.batch_size,
             save_to_cpu=True,
             pool=pool,
@@ -187,7 +191,8 @@ class Sparse:
         workers = cores()
         size = min(self.query_batch, -(-len(qids) // workers))
         batches = [matrix[start : start + size] for start in range(0, len(qids), size)]
-        tops = [TopK(batch.shape[0], depth) for batch in batches]
+        ranks = torch.from_numpy(id_ranks(self._ids))
+        tops = [TopK(batch.shape[0], depth, ranks, floor=0.0) for batch in batches]
         offset = 0
         with ThreadPoolExecutor(max_workers=min(workers, len(batches))) as threads:
             for path in self._shards:
@@ -207,8 +212,10 @@ class Sparse:
         """The queries' sparse vectors, as a scipy CSR matrix (queries x vocabulary)."""
         encoder = self._model(self.query_name)
         return _to_scipy(
-            encoder.encode_query(
+            encode_unpadded(
+                encoder,
                 texts,
+                "query",
                 batch_size=self.batch_size,
                 save_to_cpu=True,
                 show_progress_bar=len(texts) > 1000 and sys.stderr.isatty(),
@@ -258,7 +265,6 @@ class Sparse:
 
 def _scorer(block, offset: int):
     """Scores a batch of queries on ``block`` (vocabulary x items) into its TopK."""
-    import torch
 
     def score(batch, top: TopK) -> None:
         top.add(torch.from_numpy((batch @ block).toarray()), offset)

@@ -12,6 +12,7 @@ the index, :func:`score_candidates` reads the union of those rows piece by piece
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -39,22 +40,48 @@ def use_all_cores() -> None:
 
 
 class TopK:
-    """The running top ``k`` items per query over blocks of scored items."""
+    """The running top ``k`` items per query over blocks of scored items.
 
-    def __init__(self, queries: int, k: int):
+    Given ``ranks`` (each item code's :func:`dapr.data.id_ranks` rank), a tie across the cut
+    goes to the larger id, as in :func:`dapr.data.rank_order`, so the kept items do not depend
+    on how the items were split into blocks; without, tied items are kept by position. Ties at
+    or below ``floor`` (scores the caller drops) are left unordered.
+    """
+
+    def __init__(
+        self, queries: int, k: int, ranks: torch.Tensor | None = None, floor: float = -math.inf
+    ):
         self.k = k
+        self.ranks = ranks
+        self.floor = floor
         self.scores = torch.full((queries, 0), float("-inf"))
         self.items = torch.zeros((queries, 0), dtype=torch.long)
 
     def add(self, scores: torch.Tensor, offset: int) -> None:
         """Merge ``scores`` (queries x block) of items ``offset .. offset + block``."""
         scores = scores.float()
-        top = torch.topk(scores, min(self.k, scores.shape[1]), dim=1)
-        merged_scores = torch.cat([self.scores, top.values], dim=1)
-        merged_items = torch.cat([self.items, top.indices + offset], dim=1)
-        keep = torch.topk(merged_scores, min(self.k, merged_scores.shape[1]), dim=1)
-        self.scores = keep.values
-        self.items = torch.gather(merged_items, 1, keep.indices)
+        width = scores.shape[1]
+        n = min(self.k, width)
+        top = torch.topk(scores, n, dim=1)
+        values, indices = top.values, top.indices
+        if self.ranks is not None and 0 < n < width:
+            # rows where more items tie with the last kept score than were kept
+            last = values[:, -1:]
+            split = ((scores >= last).sum(dim=1) > n) & (last[:, 0] > self.floor)
+            split = split.nonzero().flatten().tolist()
+            ranks = self.ranks[offset : offset + width]
+            for row in split:
+                pick = torch.topk(_keys(scores[row], ranks), n).indices
+                values[row], indices[row] = scores[row, pick], pick
+        merged_scores = torch.cat([self.scores, values], dim=1)
+        merged_items = torch.cat([self.items, indices + offset], dim=1)
+        n = min(self.k, merged_scores.shape[1])
+        if self.ranks is None:
+            keep = torch.topk(merged_scores, n, dim=1).indices
+        else:
+            keep = torch.topk(_keys(merged_scores, self.ranks[merged_items]), n, dim=1).indices
+        self.scores = torch.gather(merged_scores, 1, keep)
+        self.items = torch.gather(merged_items, 1, keep)
 
     def rows(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Per query, the codes and scores of its best items; padding (``-inf``, a query that
@@ -82,6 +109,14 @@ class TopK:
     def run(self, qids: Sequence[str], vocab: np.ndarray) -> Run:
         """The result as a :class:`Run` over item ids ``vocab``."""
         return TopK.merge([self], qids, vocab)
+
+
+def _keys(scores: torch.Tensor, ranks: torch.Tensor) -> torch.Tensor:
+    """One int64 per float32 score and id rank, ordered as (score, id): the float's bits mapped
+    to a signed integer in the same order (-0.0 counted as 0.0), then the rank below them."""
+    bits = (scores.float() + 0.0).view(torch.int32).to(torch.int64)
+    ordered = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+    return (ordered << 32) | ranks
 
 
 def search_shards(
