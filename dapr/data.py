@@ -45,10 +45,14 @@ class Document:
     title: str
     passages: tuple[Passage, ...]
 
+    TEXT = "passages joined by spaces, no title"
+    """How :attr:`text` is made (part of document-level cache keys)."""
+
     @property
     def text(self) -> str:
-        """The whole document as one text: the title, then every passage."""
-        return " ".join([self.title, *(p.text for p in self.passages)]).strip()
+        """The whole document as one text, as the DAPR reference code gives it to document-level
+        retrievers: every passage (candidate or not) joined by a space, without the title."""
+        return " ".join(p.text for p in self.passages).strip()
 
 
 @dataclass(frozen=True)

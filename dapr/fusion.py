@@ -187,9 +187,10 @@ class Convex:
 
 class Hierarchical(Convex):
     """Hierarchical retrieval: the passage retriever searches only the passages of the query's
-    top ``documents`` documents of the document run (:meth:`scope`), and the resulting passage
-    run is fused with the document run exactly as :class:`Convex` does (the DAPR paper's
-    section 4.2.1 reports its best ``alpha`` at 0.1 to 0.2)."""
+    top ``documents`` documents of the document run (:meth:`scope`; None, the default: every
+    document of the run, i.e. the experiment's depth, as the reference code's top 1,000), and
+    the resulting passage run is fused with the document run exactly as :class:`Convex` does
+    (the DAPR paper's section 4.2.1 reports its best ``alpha`` at 0.1 to 0.2)."""
 
     version = "1"
     kind = "hierarchical"
@@ -199,28 +200,30 @@ class Hierarchical(Convex):
     def __init__(
         self,
         alpha: float,
-        documents: int = 100,
+        documents: int | None = None,
         normalize: Normalize = "candidates",
         scaling: Scaling = "min_max",
         missing: float = 0.0,
         depth: int | None = None,
     ):
         super().__init__(alpha, normalize, scaling, missing, depth)
-        if isinstance(documents, bool) or not isinstance(documents, int) or documents < 1:
+        if documents is not None and (
+            isinstance(documents, bool) or not isinstance(documents, int) or documents < 1
+        ):
             raise DaprError(
                 f"hierarchical fusion: documents (how many top documents to search within) must "
-                f"be a positive integer, got {documents!r}"
+                f"be a positive integer or null (every document of the run), got {documents!r}"
             )
         self.documents = documents
 
-    def scope_identity(self) -> dict[str, int]:
+    def scope_identity(self) -> dict[str, int | None]:
         """What determines :meth:`scope`'s candidates (``alpha`` does not)."""
         return {"documents": self.documents}
 
     def scope(self, document_run: Run, ids: CorpusIds) -> Run:
         """Per query, every passage of its top ``documents`` documents (scores are 0): the
         candidates the passage retriever scores."""
-        top = document_run.top(self.documents)
+        top = document_run if self.documents is None else document_run.top(self.documents)
         doc_code = ids.document_codes(top.vocab)
         order = np.argsort(ids.doc_of, kind="stable")
         starts = np.searchsorted(ids.doc_of[order], np.arange(len(ids.doc_ids) + 1))

@@ -24,7 +24,7 @@ Measure              - (see :mod:`dapr.evaluation.metrics`)
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -41,6 +41,9 @@ class Preset:
     args: Mapping[str, Any]
     levels: tuple[str, ...] = ("passage", "document")
     about: str = ""
+    fusion: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Per fuser name, the arguments tuned for this retriever as the passage side (the paper's
+    alphas); an experiment's fusion takes them where its own ``args`` leave them out."""
 
 
 # -- abilities shared by several roles ------------------------------------------------------

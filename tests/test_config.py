@@ -45,7 +45,10 @@ BAD = [
         GOOD.replace("{alpha: 0.2}", "{alpha: 0.2, beta: 1}"),
         "unknown key 'fusion.fused.args.beta'; valid keys: alpha, normalize",
     ),
-    (GOOD.replace("{alpha: 0.2}", "{}"), "fusion.fused.args: missing required argument 'alpha'"),
+    (
+        GOOD.replace("{alpha: 0.2}", "{}"),
+        "fusion.fused.args: missing alpha (the weight of the document scores",
+    ),
     (
         GOOD.replace("passage: dense", "passage: bm25-doc"),
         "fusion.fused.passage: 'bm25-doc' is not a passage-level retriever of this experiment; "
@@ -261,3 +264,47 @@ def test_a_list_of_datasets_is_a_grid(tmp_path):
     assert [e.name for e in load_grid(_write(tmp_path, GOOD))] == ["exp"]
     with pytest.raises(ConfigError, match="non-empty list"):
         load_grid(_write(tmp_path, GOOD.replace("dataset: wiki-sample", "dataset: []")))
+
+
+PRESET_FUSIONS = """
+name: tuned
+dataset: wiki-sample
+retrievers:
+  bm25-document: {name: bm25, level: document}
+  dragon: {name: dense, args: {preset: dragon_plus}}
+  splade: {name: sparse, args: {preset: spladev2}}
+  colbert: {name: late_interaction, args: {preset: colbertv2}}
+  jina-document: {name: dense, level: document, args: {preset: jinav2}}
+fusion:
+  dragon-rf: {name: convex, document: bm25-document, passage: dragon}
+  dragon-h: {name: hierarchical, document: bm25-document, passage: dragon}
+  splade-rf: {name: convex, document: bm25-document, passage: splade}
+  splade-h: {name: hierarchical, document: bm25-document, passage: splade}
+  colbert-rf: {name: convex, document: bm25-document, passage: colbert}
+  colbert-h: {name: hierarchical, document: bm25-document, passage: colbert}
+  chosen: {name: convex, document: bm25-document, passage: dragon, args: {alpha: 0.5}}
+  dragon-jina: {name: convex, document: jina-document, passage: dragon}
+  colbert-jina: {name: convex, document: jina-document, passage: colbert}
+"""
+
+
+def test_presets_carry_the_papers_tuned_alphas_and_an_explicit_alpha_wins(tmp_path):
+    file = tmp_path / "tuned.yaml"
+    file.write_text(PRESET_FUSIONS)
+    alphas = {name: spec.args["alpha"] for name, spec in load(file).fusion.items()}
+    # the reference scripts' --report_passage_weight, as 1 - alpha
+    assert alphas == {
+        "dragon-rf": 0.3,
+        "dragon-h": 0.2,
+        "splade-rf": 0.3,
+        "splade-h": 0.2,
+        "colbert-rf": 0.3,
+        "colbert-h": 0.1,
+        "chosen": 0.5,
+        "dragon-jina": 0.3,
+        "colbert-jina": 0.2,
+    }
+    # a retriever without a preset has no tuned alpha: the file must give one
+    file.write_text(PRESET_FUSIONS.replace("{preset: dragon_plus}", "{}"))
+    with pytest.raises(ConfigError, match=r"fusion.dragon-rf.args: missing.*alpha.*preset"):
+        load(file)

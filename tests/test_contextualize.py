@@ -206,10 +206,11 @@ def test_precomputed_keyphrases_and_coref(tmp_path):
     )
     keyphrases = Precomputed("keyphrases", str(root))
     assert keyphrases.contextualize(_doc(1)) == [
-        "half moon; putney text 1 0",
-        "half moon; putney text 1 1",
+        "half moon putney text 1 0",
+        "half moon putney text 1 1",
     ]
-    assert keyphrases.contextualize(_doc(2, 1)) == ["venue; music text 2 0"]
+    joined = Precomputed("keyphrases", str(root), separator="; ")
+    assert joined.contextualize(_doc(2, 1)) == ["venue; music text 2 0"]
     coref = Precomputed("coref", str(root))
     assert coref.contextualize(_doc(1)) == [
         "The venue (The Half Moon) opened.",

@@ -76,6 +76,7 @@ def test_presets_expand_and_refuse_the_wrong_level():
         "document_model": "facebook/dragon-plus-context-encoder",
         "pooling": "cls",
         "similarity": "dot",
+        "max_length": 512,  # the reference's query and passage length
         "batch_size": 8,
     }
     jina = with_preset("dense", Dense, {"preset": "jinav2"}, "document")

@@ -396,6 +396,10 @@ def test_hierarchical_scope_is_every_passage_of_the_top_documents():
     assert set(scope["q1"]) == {"B-0", "B-1", "C-0"}  # A is third
     assert set(scope["q2"]) == {"A-0", "A-1"}  # Z is not in the corpus
     assert Hierarchical(0.2, documents=2).scope_identity() == {"documents": 2}
+    # by default every document of the run (the reference searches all 1,000 it retrieved)
+    everything = Hierarchical(0.2).scope(documents, ids).to_dict()
+    assert set(everything["q1"]) == {"A-0", "A-1", "B-0", "B-1", "C-0"}
+    assert Hierarchical(0.2).scope_identity() == {"documents": None}
     with pytest.raises(DaprError, match="documents"):
         Hierarchical(0.2, documents=0)
     with pytest.raises(DaprError, match="alpha"):

@@ -17,8 +17,20 @@ def add(commands: argparse._SubParsersAction) -> None:
         "apart (NQ-hard). The best value per column is bold; with --baseline, a dagger marks a "
         "significant difference (paired t-test, Holm-corrected per column).",
     )
-    report.add_argument("results", nargs="+", type=Path, help="results directories of dapr run")
+    report.add_argument(
+        "results",
+        nargs="+",
+        type=Path,
+        help="results directories of dapr run, or output folders of the reference code "
+        "(UKPLab/acl2024-dapr: exps/...), whose passage_weight w is shown as alpha = 1 - w",
+    )
     report.add_argument("--metric", default="nDCG@10")
+    report.add_argument(
+        "--evaluate-runs",
+        action="store_true",
+        help="score the reference code's run files with dapr (per query, so they get "
+        "significance tests) instead of reading its metrics files; needs its datasets here",
+    )
     report.add_argument(
         "--baseline", help="a system, or an approach compared within each retriever"
     )
@@ -61,12 +73,18 @@ def add(commands: argparse._SubParsersAction) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from dapr.analysis.reference import is_reference, reference_results
     from dapr.analysis.table import table3, to_csv, to_latex, to_markdown
     from dapr.evaluation import parse_metric
     from dapr.experiment import results
 
     metric = parse_metric(args.metric).name
-    found = results.load_results(results.metrics_files(args.results))
+    theirs = [path for path in args.results if is_reference(path)]
+    ours = [path for path in args.results if path not in theirs]
+    found = results.load_results(results.metrics_files(ours)) if ours else []
+    score = _run_scorer(metric) if args.evaluate_runs else None
+    for path in theirs:
+        found.extend(reference_results(path, score))
     table = table3(found, metric=metric, baseline=args.baseline, apart=tuple(args.apart))
     text = to_markdown(table)
     print(text)
@@ -75,6 +93,29 @@ def _report(args: argparse.Namespace) -> int:
         results.write_tables(args.out, "table3", tables)
         print(f"written to {args.out}/table3.md, .csv and .tex")
     return 0
+
+
+def _run_scorer(metric: str):
+    """Scores a reference run file against dapr's copy of the dataset its folder names."""
+    from dapr import evaluation
+    from dapr.datasets import load_dataset
+    from dapr.io import read_trec_run
+
+    metrics = list(dict.fromkeys([metric, *evaluation.DEFAULT_METRICS]))
+    datasets = {}
+
+    def score(run_file: Path, name: str, split: str, level: str):
+        if name not in datasets:
+            datasets[name] = load_dataset(name)
+        dataset = datasets[name]
+        qrels = dataset.split(split).qrels
+        if level == "document":
+            qrels = evaluation.document_qrels(qrels, dataset.corpus.ids)
+        run = read_trec_run(run_file)
+        found = evaluation.evaluate(run, qrels, metrics, relevance_level=dataset.relevance_level)
+        return found.means, found.per_query
+
+    return score
 
 
 def _plot(args: argparse.Namespace) -> int:

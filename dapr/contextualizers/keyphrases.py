@@ -1,9 +1,10 @@
 """Keyphrase context: every passage is prefixed with its document's top TopicRank keyphrases.
 
 The DAPR paper (section 4.2.2) extracts the top 10 TopicRank keyphrases of each document with the
-``pke`` toolkit on spaCy's ``en_core_web_sm`` and writes each passage as the keyphrases joined by
-``"; "``, one space, then the passage text. The document text is its passages joined by newlines,
-cut to 65,536 characters as in the reference code.
+``pke`` toolkit on spaCy's ``en_core_web_sm``; the reference code joins them with a space (its
+``did2dsum.jsonl`` summaries) and writes each passage as that summary, one space, then the passage
+text (``separator`` changes the join). The document text is its passages joined by newlines, cut
+to 65,536 characters as in the reference code.
 
 Two backends compute the keyphrases:
 
@@ -46,14 +47,14 @@ class Keyphrases:
     names the spaCy pipeline both parse with; the document text is cut to ``max_chars``.
     """
 
-    version = "1"
+    version = "2"
     parallel = True  # CPU work one document at a time: worth worker processes
 
     def __init__(
         self,
         backend: str = "native",
         n: int = 10,
-        separator: str = "; ",
+        separator: str = " ",
         max_chars: int = 65536,
         spacy_model: str = "en_core_web_sm",
     ):

@@ -6,9 +6,9 @@ annotations). ``dapr data fetch NAME`` stores them as ``keyphrases/`` and ``corp
 the dataset directory; this contextualizer reads them from there.
 
 - ``kind: keyphrases``: a row per document, its id in ``doc_id`` (or ``_id``) and its phrases in
-  ``keyphrases`` (a list, joined with ``separator``) or as one string in ``doc_summary`` /
-  ``text``; each passage becomes ``"{phrases} {passage}"``, like the ``keyphrases``
-  contextualizer.
+  ``keyphrases`` (a list, joined with ``separator``: a space, as the reference joins them) or as
+  one string in ``doc_summary`` / ``text``; each passage becomes ``"{phrases} {passage}"``, like
+  the ``keyphrases`` contextualizer.
 - ``kind: coref``: a row per passage, ``_id`` and the annotated ``text``, which replaces the
   passage.
 
@@ -39,7 +39,7 @@ class Precomputed:
     version = "1"
     parallel = False  # a lookup per document: worker processes would only add start-up time
 
-    def __init__(self, kind: str = "keyphrases", dataset_dir: str | None = None, separator="; "):
+    def __init__(self, kind: str = "keyphrases", dataset_dir: str | None = None, separator=" "):
         if kind not in TABLES:
             raise DaprError(
                 f"precomputed: kind {kind!r} is not one of: {', '.join(TABLES)}; "
@@ -86,7 +86,7 @@ class Precomputed:
                 for n, row in table_rows(file):
                     yield _entry(row, self.kind, self.separator, row_location(file, n))
 
-        return lookup(rows, self.kind, self._signature)
+        return lookup(rows, self.kind, self.separator, self._signature)
 
     def _get(self, key: str, what: str, document: str) -> str:
         found = self._table.get(key)

@@ -121,7 +121,7 @@ class Runner:
             spec.name,
             version_of(factory),
             identity_of(component, spec.args),
-            spec.level,
+            spec.level if spec.level == "passage" else f"document: {Document.TEXT}",
             chain.identity() if chain else None,
         )
         if spec.first_stage:

@@ -4,6 +4,7 @@ fusion needs (:mod:`dapr.interfaces`). Every error names the file, the key and t
 
 from __future__ import annotations
 
+import inspect
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from dapr.experiment.spec import (
     default,
 )
 from dapr.interfaces import PassageFuser, Reranker, ScopedRetriever, ScopingFuser
-from dapr.retrievers.support.presets import with_preset
+from dapr.retrievers.support.presets import tuned_fusion, with_preset
 
 MAX_SWEEP = 1000
 """Values a sweep may try (each is a fusion of the cached runs, evaluated on two splits)."""
@@ -67,7 +68,7 @@ def validate(raw: dict, path: Path) -> Experiment:
     for system, spec in raw["retrievers"].items():
         retrievers[system] = _retriever(spec, path, f"retrievers.{system}", retrievers)
     fusion = {
-        system: _fusion(spec, path, f"fusion.{system}", retrievers)
+        system: _fusion(spec, path, f"fusion.{system}", retrievers, raw["retrievers"])
         for system, spec in raw.get("fusion", {}).items()
     }
     clash = set(retrievers) & set(fusion)
@@ -313,8 +314,11 @@ def _check_stage(
         )
 
 
-def _fusion(spec: Any, path: Path, where: str, systems: dict[str, RetrieverSpec]) -> FusionSpec:
-    """``{name, document, passage, args}`` or ``{name, passages: [a, b], args}``."""
+def _fusion(
+    spec: Any, path: Path, where: str, systems: dict[str, RetrieverSpec], raw_systems: dict
+) -> FusionSpec:
+    """``{name, document, passage, args}`` or ``{name, passages: [a, b], args}``; ``args``
+    missing a value the passage system's preset tuned for this fuser take the preset's."""
     check_fields(spec, FusionSpec, path, where)
     if "name" not in spec:
         raise ConfigError(f"{path}: {where}: missing key 'name' (a registered fuser)")
@@ -331,16 +335,35 @@ def _fusion(spec: Any, path: Path, where: str, systems: dict[str, RetrieverSpec]
             _input(spec[key], key, key, path, where, systems)
     if isinstance(factory, ScopingFuser):
         _scoring_system(spec, factory, path, where, systems)
-    check_args(factory, spec.get("args", {}), path, f"{where}.args")
-    _wrap(path, f"{where}.args", lambda: factory(**spec.get("args", {})))
+    args = spec.get("args", {})
+    if "passage" in spec:
+        passage = raw_systems[spec["passage"]]
+        retriever = registry.retrievers.get(passage["name"])
+        document = (raw_systems[spec["document"]].get("args") or {}).get("preset")
+        tuned = tuned_fusion(retriever, passage.get("args") or {}, spec["name"], document)
+        args = {**tuned, **args}
+        if "alpha" not in args and _required(factory, "alpha"):
+            raise ConfigError(
+                f"{path}: {where}.args: missing alpha (the weight of the document scores, 0 to "
+                f"1); give it, or use a passage retriever preset the paper tuned it for (e.g. "
+                f"preset: dragon_plus)"
+            )
+    check_args(factory, args, path, f"{where}.args")
+    _wrap(path, f"{where}.args", lambda: factory(**args))
     return FusionSpec(
         spec["name"],
         spec.get("document"),
         spec.get("passage"),
         tuple(spec.get("passages", ())),
-        spec.get("args", {}),
+        args,
         spec.get("approach"),
     )
+
+
+def _required(factory: Any, argument: str) -> bool:
+    """Whether ``factory`` takes ``argument`` without a default."""
+    parameter = inspect.signature(factory).parameters.get(argument)
+    return parameter is not None and parameter.default is inspect.Parameter.empty
 
 
 def _passage_pair(

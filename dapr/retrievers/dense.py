@@ -30,6 +30,7 @@ from dapr.retrievers.support.batches import encode_unpadded
 from dapr.retrievers.support.canonical import exact_scores, exact_search
 from dapr.retrievers.support.encoding import encode_into
 from dapr.retrievers.support.exact import candidate_rows, score_candidates, shard_pieces
+from dapr.retrievers.support.presets import paper_fusion
 
 _SHARD = 16_384
 """Items encoded in one call and written to one shard file."""
@@ -41,9 +42,11 @@ PRESETS = {
             "document_model": "facebook/dragon-plus-context-encoder",
             "pooling": "cls",
             "similarity": "dot",
+            "max_length": 512,
         },
         levels=("passage",),
         about="DRAGON+ (Lin et al., 2023): the paper's dense passage retriever",
+        fusion=paper_fusion("dragon_plus"),
     ),
     "jinav2": Preset(
         {

@@ -57,6 +57,7 @@ from dapr.retrievers.support.exact import (
     TopK,
     candidate_rows,
 )
+from dapr.retrievers.support.presets import paper_fusion
 
 NAME = "retriever 'late_interaction'"
 METHODS = ("exact", "plaid")
@@ -78,6 +79,7 @@ PRESETS = {
         levels=("passage",),
         about="ColBERTv2 (Santhanam et al., 2022) with exact MaxSim, query/passage lengths "
         "150/512 as in the DAPR reference code",
+        fusion=paper_fusion("colbertv2"),
     ),
 }
 

@@ -50,6 +50,7 @@ from dapr.retrievers.support.exact import (
     shard_pieces,
     use_all_cores,
 )
+from dapr.retrievers.support.presets import paper_fusion
 
 _SHARD = 16_384
 """Items encoded in one call and written to one shard file."""
@@ -58,6 +59,7 @@ PRESETS = {
     "spladev2": Preset(
         {"model": "naver/splade-cocondenser-ensembledistil", "max_length": 512},
         about="SPLADE++ CoCondenser-EnsembleDistil (Formal et al., 2022): the paper's SPLADEv2",
+        fusion=paper_fusion("spladev2"),
     ),
 }
 
