@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import re
 from collections.abc import Callable
 from functools import lru_cache
@@ -40,8 +41,30 @@ _WHOLE_FILE = 1 << 20
 size and their first and last megabyte."""
 
 
+TRAINED = "trained/"
+"""Models that ``dapr train`` made are named ``trained/<name>``."""
+
+
+def trained_pointer(name: str) -> Path:
+    """Where ``dapr train`` records which stored model ``trained/<name>`` is."""
+    return home() / "trained" / f"{name}.json"
+
+
 def resolve(name: str) -> str:
-    """A local directory holding ``name`` if there is one, else its hub id."""
+    """A local directory holding ``name`` if there is one, else its hub id; ``trained/<name>``
+    is the model ``dapr train`` stored last under that name."""
+    if name.startswith(TRAINED):
+        pointer = trained_pointer(name.removeprefix(TRAINED))
+        try:
+            path = Path(json.loads(pointer.read_text())["path"])
+        except (OSError, ValueError, KeyError, TypeError):
+            path = None
+        if path is None or not path.is_dir():
+            raise DaprError(
+                f"no trained model {name!r} ({pointer} names none that exists); train it first "
+                "with `dapr train FILE` on a file whose train: block defines it"
+            )
+        return str(path)
     if Path(name).expanduser().is_dir():
         return str(Path(name).expanduser())
     hub_id = ALIASES.get(name, name)

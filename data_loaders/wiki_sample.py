@@ -29,7 +29,8 @@ one kept paragraph directly under it, text ``f"{title} {heading}"``, relevant (g
 paragraphs directly under that heading. A parent section's query does not include its
 subsections' paragraphs (those have their own queries), so every passage is judged for at most
 one query. Lead paragraphs have no query. Query ids are ``f"{doc_id}/{heading path slug}"``.
-Queries go to ``dev`` (about 30%) or ``test`` by a SHA-256 of the query id; there is no train.
+Queries go to ``dev`` (about 30%) or ``test`` by a SHA-256 of the query id; ``train_articles``
+(a dataset argument) moves the queries of that share of the articles into a ``train`` split.
 
 For speed the wikitext is parsed with ``skip_style_tags=True`` (bold/italic parsing is the slow
 part of mwparserfromhell); the ``''``/``'''`` quotes are then removed from the text.
@@ -43,7 +44,7 @@ import importlib.util
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -300,6 +301,25 @@ def _unique(qid: str, taken: Queries) -> str:
     return candidate
 
 
+def with_train_split(dataset: Dataset, share: float) -> Dataset:
+    """``dataset`` with the queries of a ``share`` of its articles (by SHA-256 of the article
+    id) moved from dev and test into a new ``train`` split; the corpus is unchanged."""
+    trained = {d.id for d in dataset.corpus if _fraction(d.id) < share}
+    splits = {"train": Split(queries={}, qrels={})}
+    for name, split in dataset.splits.items():
+        kept = Split(queries={}, qrels={})
+        for qid, text in split.queries.items():
+            target = splits["train"] if qid.split("/", 1)[0] in trained else kept
+            target.queries[qid] = text
+            target.qrels[qid] = split.qrels[qid]
+        splits[name] = kept
+    return replace(dataset, splits=splits)
+
+
+def _fraction(text: str) -> float:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") / 2**64
+
+
 def split_of(query_id: str) -> str:
     """``dev`` or ``test``, stable across runs and machines (SHA-256 of the id)."""
     digest = hashlib.sha256(query_id.encode()).digest()
@@ -369,14 +389,26 @@ class WikiSample(Adapter):
     def prepared(self) -> Path:
         return home() / "datasets" / f"{NAME}-{VERSION}"
 
-    def load(self, **options: object) -> Dataset:
+    def load(self, train_articles: float = 0.0, **options: object) -> Dataset:
+        """The dataset; with ``train_articles`` (a share in [0, 1)), that share of the articles,
+        chosen by a hash of their id, give their queries to a ``train`` split instead of dev and
+        test, so that no test query comes from an article trained on."""
         from dapr.datasets import read_dataset, write_dataset
 
         if options:
-            raise DataError(f"dataset {NAME!r} takes no options ({', '.join(options)})")
+            raise DataError(
+                f"dataset {NAME!r} takes only train_articles, not: {', '.join(options)}"
+            )
+        if isinstance(train_articles, bool) or not isinstance(train_articles, (int, float)):
+            raise DataError(f"dataset {NAME!r}: train_articles must be a number in [0, 1)")
+        if not 0 <= train_articles < 1:
+            raise DataError(
+                f"dataset {NAME!r}: train_articles must be in [0, 1), got {train_articles}"
+            )
         if not self.cached():
             write_dataset(build(), self.prepared)
-        return read_dataset(self.prepared, name=NAME)
+        dataset = read_dataset(self.prepared, name=NAME)
+        return with_train_split(dataset, train_articles) if train_articles else dataset
 
     def build(self, source: Path) -> Dataset:
         """``source``: a MediaWiki export (``.xml.bz2``), or a directory holding gensim's one."""

@@ -19,14 +19,15 @@ class Progress:
 
     def started(self, kind: str, system: str, detail: str = "") -> float:
         """Say a step starts; returns the time it started."""
-        self._line(f"{kind} {system}: started" + (f" ({detail})" if detail else ""))
+        self.line(f"{kind} {system}: started" + (f" ({detail})" if detail else ""))
         return time.perf_counter()
 
     def finished(self, kind: str, system: str, since: float, detail: str = "") -> None:
         seconds = time.perf_counter() - since
         extra = f", {detail}" if detail else ""
-        self._line(f"{kind} {system}: computed in {seconds:.1f} s{extra}")
+        self.line(f"{kind} {system}: computed in {seconds:.1f} s{extra}")
 
-    def _line(self, text: str) -> None:
+    def line(self, text: str) -> None:
+        """One timestamped line (when enabled)."""
         if self.enabled:
             print(f"{time.strftime('%H:%M:%S')} {text}", file=self.stream, flush=True)

@@ -23,6 +23,7 @@ from dapr.experiment.chain import Chain, chain_for
 from dapr.experiment.contextualize import Cost, contextualize_corpus, record_cost, recorded_cost
 from dapr.experiment.progress import Progress
 from dapr.experiment.spec import Experiment, FusionSpec, RetrieverSpec
+from dapr.experiment.training import train_models
 from dapr.interfaces import (
     BoundedReranker,
     Described,
@@ -82,6 +83,8 @@ class Runner:
         dataset = dataset or load_dataset(exp.dataset, **exp.dataset_args)
         split = dataset.split(exp.split)
         outcome = Outcome(exp, dataset)
+        for done in train_models(exp, self, dataset):  # models the retrievers may use
+            outcome.steps.append(Step("train", done["name"], done["status"], done["seconds"]))
         for system, spec in exp.retrievers.items():
             outcome.runs[system] = self._retrieve(outcome, system, spec, split.queries)
             outcome.levels[system] = spec.level
@@ -215,6 +218,13 @@ class Runner:
             pairs = contextualize_corpus(documents, chain, self.cache.root, cost, self.workers)
             yield from _candidates(pairs)
             record_cost(self.cache.root, chain, dataset.corpus.fingerprint, cost)
+
+    def passage_texts(
+        self, dataset: Dataset, chain: Chain | None, system: str
+    ) -> Iterator[tuple[str, str]]:
+        """``(id, text)`` of the dataset's candidate passages, contextualized by ``chain``
+        (cached per document, as for indexing); ``system`` names the work in progress lines."""
+        yield from self._items(Outcome(self.experiment, dataset), "passage", chain, system)
 
     def _recorded_cost(self, outcome: Outcome, system: str, chain: Chain | None) -> None:
         """The cost a complete earlier pass of ``chain`` over this corpus recorded, if any."""

@@ -114,6 +114,28 @@ class Resources:
 
 
 @dataclass(frozen=True)
+class TrainSpec:
+    """A dual encoder that ``dapr train`` fits on a split's judgements, stored as
+    ``trained/<name>`` for the experiment's retrievers to use (``model: trained/<name>``)."""
+
+    model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    """The model training starts from."""
+    split: str = "train"
+    min_grade: int = 1
+    """The lowest grade that makes a passage a positive (T2Ranking: 2)."""
+    contextualizer: tuple[ContextStep, ...] = yaml(
+        (str, dict, list, type(None)), "a name, a mapping {name, args} or a list of them", ()
+    )
+    """Steps applied to the passages trained on, as for a retriever."""
+    negatives: dict[str, Any] = field(default_factory=dict)
+    """``same_document: n`` passages of the positive's own document, ``mined: <system>`` and
+    ``count: n``: the best unjudged passages of a retriever of the experiment over the split."""
+    loss: str = "mnrl"
+    args: dict[str, Any] = field(default_factory=dict)
+    """Training settings (:class:`dapr.training.dual.Settings`): epochs, batch_size, ..."""
+
+
+@dataclass(frozen=True)
 class Experiment:
     name: str
     dataset: str
@@ -133,6 +155,8 @@ class Experiment:
     """Passage-level systems also evaluated as document runs by MaxP (the paper's Table 4)."""
     resources: dict[str, float] = field(default_factory=dict)
     """The keys of :class:`Resources` that the file sets (absent ones keep Ray's defaults)."""
+    train: dict[str, TrainSpec] = field(default_factory=dict)
+    """Models to train before retrieval, by the name retrievers use (``trained/<name>``)."""
 
 
 # -- checking a section against its dataclass -----------------------------------------------

@@ -5,6 +5,7 @@ fusion needs (:mod:`dapr.interfaces`). Every error names the file, the key and t
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,11 @@ from dapr.experiment.spec import (
     Resources,
     RetrieverSpec,
     Sweep,
+    TrainSpec,
     check_fields,
     default,
 )
+from dapr.experiment.training import train_spec
 from dapr.interfaces import PassageFuser, Reranker, ScopedRetriever, ScopingFuser
 from dapr.retrievers.support.presets import tuned_fusion, with_preset
 
@@ -108,6 +111,7 @@ def validate(raw: dict, path: Path) -> Experiment:
         sweep=sweep,
         maxp=maxp,
         resources=resources,
+        train=_train(raw.get("train", {}), path, retrievers),
     )
 
 
@@ -246,6 +250,18 @@ def _retriever(
             "remove it or set level: passage"
         )
     return RetrieverSpec(spec["name"], level, args, steps, first_stage, spec.get("approach"))
+
+
+def _train(raw: Any, path: Path, retrievers: dict[str, RetrieverSpec]) -> dict[str, TrainSpec]:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: train: expected a mapping of model names to settings")
+    return {
+        name: replace(
+            train_spec(name, spec, path, retrievers),
+            contextualizer=context_steps(spec.get("contextualizer"), path, f"train.{name}"),
+        )
+        for name, spec in raw.items()
+    }
 
 
 def context_steps(value: Any, path: Path, where: str) -> tuple[ContextStep, ...]:

@@ -1,0 +1,55 @@
+"""``dapr train``: the models of an experiment file's ``train:`` block, trained (or found in the
+cache) and named ``trained/<name>``, without running its retrievers (``dapr run`` trains them
+too, before retrieval)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from dapr.errors import DaprError
+
+
+def add(commands: argparse._SubParsersAction) -> None:
+    train = commands.add_parser(
+        "train",
+        help="train the models of an experiment file's train: block",
+        description="Each model is stored in the cache under a hash of its starting model, data, "
+        "context, negatives and settings, and named trained/<name> for retrievers "
+        "(model: trained/<name>). An interrupted training resumes from its last checkpoint.",
+    )
+    train.add_argument("file", type=Path, help="an experiment file with a train: block")
+    train.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting, e.g. --set train.wiki-title.args.epochs=2",
+    )
+    train.set_defaults(handler=_train)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from dapr.datasets import load_dataset
+    from dapr.experiment.config import load_grid
+    from dapr.experiment.runner import Runner
+    from dapr.experiment.training import train_models
+
+    experiments = load_grid(args.file, args.overrides)
+    if not any(e.train for e in experiments):
+        raise DaprError(f"{args.file}: no train: block; name the models to train under train:")
+    for experiment in experiments:
+        dataset = load_dataset(experiment.dataset, **experiment.dataset_args)
+        runner = Runner(experiment)
+        print(f"{experiment.name}: training on {dataset.name}")
+        for done in train_models(experiment, runner, dataset):
+            path = runner.cache.path("models", done["key"])
+            card = json.loads((path / "model" / "dapr_training.json").read_text())
+            print(
+                f"  trained/{done['name']:<24} {done['status']:<8} {done['seconds']:7.1f}s  "
+                f"{card['examples']:,} examples, {card['steps']} steps, "
+                f"loss {card['training_loss']:.4f}  ({path / 'model'})"
+            )
+    return 0

@@ -1,0 +1,199 @@
+"""The training step: a file's ``train:`` block, checked, then each model trained (or found in
+the cache) before retrieval, and named ``trained/<name>`` for the retrievers that use it.
+
+A model is stored in the cache under a hash of everything that makes it: the starting model
+and its revision, the dataset, the split's queries and judgements, the contextualizer, the
+negatives (with the key of the run they were mined from), the loss and the settings. Training
+writes checkpoints into the entry's partial directory, so an interrupted run resumes from the
+last one. A changed model has a new content hash, and with it every run that uses it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from dapr.data import Dataset
+from dapr.errors import ConfigError, DaprError
+from dapr.experiment.chain import chain_for
+from dapr.experiment.spec import Experiment, RetrieverSpec, TrainSpec, check_fields, default
+from dapr.store.cache import content_key
+
+VERSION = "1"
+NEGATIVES = ("same_document", "mined", "count")
+
+
+def train_spec(name: Any, spec: Any, path: Path, retrievers: dict[str, RetrieverSpec]) -> TrainSpec:
+    """One entry of the ``train:`` block (its contextualizer left for the caller to parse), or a
+    ConfigError naming the file and the key."""
+    from dapr.training.dual import LOSSES, Settings
+
+    where = f"train.{name}"
+    if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
+        raise ConfigError(f"{path}: {where}: name a model with letters, digits, '-' and '_'")
+    check_fields(spec, TrainSpec, path, where)
+    loss = spec.get("loss", default(TrainSpec, "loss"))
+    if loss not in LOSSES:
+        raise ConfigError(
+            f"{path}: {where}.loss: unknown loss {loss!r}; choose from: {', '.join(LOSSES)}"
+        )
+    if spec.get("min_grade", 1) < 1:
+        raise ConfigError(f"{path}: {where}.min_grade must be at least 1, got {spec['min_grade']}")
+    negatives = spec.get("negatives", {})
+    for key, value in negatives.items():
+        if key not in NEGATIVES:
+            choices = ", ".join(NEGATIVES)
+            raise ConfigError(
+                f"{path}: unknown key {f'{where}.negatives.{key}'!r}; valid keys: {choices}"
+            )
+        if key != "mined" and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise ConfigError(
+                f"{path}: {where}.negatives.{key} must be an integer >= 0, got {value!r}"
+            )
+    mined = negatives.get("mined")
+    if mined is not None and (mined not in retrievers or retrievers[mined].level != "passage"):
+        choices = [s for s, r in retrievers.items() if r.level == "passage" and not r.first_stage]
+        raise ConfigError(
+            f"{path}: {where}.negatives.mined: {mined!r} is not a passage-level retriever of "
+            f"this experiment; choose from: {', '.join(choices) or 'none defined'}"
+        )
+    fields = sorted(f.name for f in dataclasses.fields(Settings))
+    unknown = sorted(set(spec.get("args", {})) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"{path}: unknown key {f'{where}.args.{unknown[0]}'!r}; valid keys: {', '.join(fields)}"
+        )
+    try:
+        Settings(**spec.get("args", {}))
+    except DaprError as e:
+        raise ConfigError(f"{path}: {where}.args: {e}") from None
+    return TrainSpec(**{k: v for k, v in spec.items() if k != "contextualizer"})
+
+
+def train_models(experiment: Experiment, runner: Any, dataset: Dataset) -> list[dict]:
+    """Each model of the experiment's ``train:`` block, trained or found in ``runner``'s cache,
+    then named ``trained/<name>``; one record per model (name, key, status, seconds). The
+    runner contextualizes the passages and runs the retrievers that mine negatives."""
+    return [
+        _train_one(experiment, runner, dataset, name, spec)
+        for name, spec in experiment.train.items()
+    ]
+
+
+def _train_one(
+    experiment: Experiment, runner: Any, dataset: Dataset, name: str, spec: TrainSpec
+) -> dict:
+    from dapr.checkpoints import revision, sentence_transformer
+    from dapr.training.dual import Settings, train_dual_encoder
+    from dapr.training.examples import examples
+
+    if spec.split not in dataset.splits:
+        raise DaprError(
+            f"train.{name}: dataset {dataset.name!r} has no {spec.split!r} split (it has: "
+            f"{', '.join(dataset.splits)}); choose a split with judgements to train on"
+        )
+    split = dataset.split(spec.split)
+    settings = Settings(**spec.args)
+    cache, progress = runner.cache, runner.progress
+    chain = chain_for(spec.contextualizer, dataset) if spec.contextualizer else None
+    mined_system = spec.negatives.get("mined")
+    mined_run, mined_key = None, None
+    if mined_system is not None:
+        miner = replace(
+            experiment,
+            split=spec.split,
+            retrievers={mined_system: experiment.retrievers[mined_system]},
+            fusion={},
+            maxp=(),
+            sweep=None,
+            train={},
+        )
+        outcome = type(runner)(miner, cache).run(dataset, evaluate=())
+        mined_run, mined_key = outcome.runs[mined_system], outcome.keys[mined_system]
+    key = content_key(
+        "dual",
+        VERSION,
+        spec.model,
+        revision(spec.model),
+        dataset.corpus.fingerprint,
+        spec.split,
+        _split_hash(split.queries, split.qrels),
+        chain.identity() if chain else None,
+        spec.min_grade,
+        spec.negatives,
+        mined_key,
+        spec.loss,
+        dataclasses.asdict(settings),
+    )
+    status = "cached"
+    started = time.perf_counter()
+    with cache.lock("models", key):
+        if not cache.valid("models", key):
+            status = "computed"
+            texts = dict(runner.passage_texts(dataset, chain, f"train {name}"))
+            rows = examples(
+                split.queries,
+                split.qrels,
+                texts,
+                dataset.corpus,
+                spec.min_grade,
+                spec.negatives.get("same_document", 0),
+                mined_run,
+                spec.negatives.get("count", 1 if mined_run is not None else 0),
+                settings.seed,
+            )
+            since = progress.started("train", name, f"{len(rows):,} examples")
+            model = sentence_transformer(spec.model, None, None, None)
+            with cache.writing("models", key, resume=True) as entry:
+                record = train_dual_encoder(
+                    model, rows, entry, spec.loss, settings, log=progress.line
+                )
+                _card(entry, name, spec, dataset, record)
+                for old in (entry / "checkpoints").glob("checkpoint-*"):
+                    _remove_tree(old)
+            progress.finished("train", name, since, f"{record['steps']} steps")
+    path = cache.path("models", key) / "model"
+    _point(name, path)
+    return {"name": name, "key": key, "status": status, "seconds": time.perf_counter() - started}
+
+
+def _split_hash(queries: dict, qrels: dict) -> str:
+    digest = hashlib.sha256(json.dumps([queries, qrels], sort_keys=True).encode())
+    return digest.hexdigest()[:16]
+
+
+def _card(entry: Path, name: str, spec: TrainSpec, dataset: Dataset, record: dict) -> None:
+    """The model card beside the weights: what it was trained from and on, and how."""
+    card = {
+        "name": f"trained/{name}",
+        "base_model": spec.model,
+        "dataset": dataset.name,
+        "dataset_fingerprint": dataset.corpus.fingerprint,
+        "split": spec.split,
+        "min_grade": spec.min_grade,
+        "contextualizer": [step.name for step in spec.contextualizer],
+        "negatives": spec.negatives,
+        **record,
+    }
+    (entry / "model" / "dapr_training.json").write_text(json.dumps(card, indent=2))
+
+
+def _point(name: str, path: Path) -> None:
+    """Record that ``trained/<name>`` is ``path`` (written atomically)."""
+    from dapr.checkpoints import trained_pointer
+    from dapr.io.files import write_bytes_atomic
+
+    pointer = trained_pointer(name)
+    pointer.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(pointer, [json.dumps({"path": str(path)}).encode()])
+
+
+def _remove_tree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)

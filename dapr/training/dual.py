@@ -1,0 +1,198 @@
+"""Dual-encoder training with sentence-transformers' trainer: in-batch negatives (plus any mined or
+same-document negatives in each row) through ``MultipleNegativesRankingLoss``, or the same loss
+over a large batch on one device through gradient caching (``CachedMultipleNegativesRankingLoss``,
+RocketQA's cross-batch negatives without several GPUs).
+
+Checkpoints are written every ``save_steps`` into the output directory, and a second call with
+the same directory resumes from the last one instead of starting over.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from dapr.errors import DaprError
+from dapr.training.examples import Example, uniform
+
+LOSSES = ("mnrl", "cached_mnrl")
+"""``mnrl``: in-batch negatives; ``cached_mnrl``: the same, the batch encoded in mini-batches."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How a model is trained (RocketQA's dual encoder: learning rate 3e-5, 10% warm-up)."""
+
+    epochs: float = 1.0
+    batch_size: int = 32
+    learning_rate: float = 3e-5
+    warmup_ratio: float = 0.1
+    max_steps: int = -1
+    seed: int = 0
+    mini_batch_size: int = 32
+    save_steps: int = 50
+    max_length: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "mini_batch_size", "save_steps"):
+            if getattr(self, name) < 1:
+                raise DaprError(
+                    f"training: {name} must be a positive integer, got {getattr(self, name)}"
+                )
+        if self.epochs <= 0 or not 0 <= self.warmup_ratio < 1 or self.learning_rate <= 0:
+            raise DaprError(
+                "training: epochs and learning_rate must be positive and warmup_ratio in [0, 1), "
+                f"got {self.epochs}, {self.learning_rate}, {self.warmup_ratio}"
+            )
+
+
+def columns(rows: Sequence[Example]) -> dict[str, list[str]]:
+    """The rows as the trainer's dataset columns: anchor, positive, negative_1..n."""
+    rows = uniform(rows)
+    found: dict[str, list[str]] = {
+        "anchor": [r.query for r in rows],
+        "positive": [r.positive for r in rows],
+    }
+    for n in range(len(rows[0].negatives) if rows else 0):
+        found[f"negative_{n + 1}"] = [r.negatives[n] for r in rows]
+    return found
+
+
+def make_loss(name: str, model: Any, settings: Settings, gather: bool = False) -> Any:
+    """The sentence-transformers loss ``name`` (one of :data:`LOSSES`) for ``model``;
+    ``gather``: negatives all-gathered across the workers of a distributed run."""
+    from sentence_transformers import losses
+
+    if name == "mnrl":
+        return losses.MultipleNegativesRankingLoss(model, gather_across_devices=gather)
+    if name == "cached_mnrl":
+        return losses.CachedMultipleNegativesRankingLoss(
+            model, mini_batch_size=settings.mini_batch_size, gather_across_devices=gather
+        )
+    raise DaprError(f"training: unknown loss {name!r}; choose from: {', '.join(LOSSES)}")
+
+
+def train_dual_encoder(
+    model: Any,
+    rows: Sequence[Example],
+    out: Path,
+    loss: str = "mnrl",
+    settings: Settings = Settings(),
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Fit ``model`` (a SentenceTransformer) on ``rows``; checkpoints go to ``out/checkpoints``
+    (resumed from when present) and the final model to ``out/model``. Returns the training
+    record written beside it as ``out/training.json``."""
+    from datasets import Dataset
+    from sentence_transformers import (
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
+    from sentence_transformers.training_args import BatchSamplers
+
+    if not rows:
+        raise DaprError("training: no examples to train on")
+    if settings.max_length is not None:
+        model.max_seq_length = settings.max_length
+    data = Dataset.from_dict(columns(rows))
+    checkpoints = out / "checkpoints"
+    arguments = SentenceTransformerTrainingArguments(
+        output_dir=str(checkpoints),
+        num_train_epochs=settings.epochs,
+        max_steps=settings.max_steps,
+        per_device_train_batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate,
+        warmup_ratio=settings.warmup_ratio,
+        seed=settings.seed,
+        data_seed=settings.seed,
+        save_strategy="steps",
+        save_steps=settings.save_steps,
+        save_total_limit=2,
+        logging_steps=max(1, settings.save_steps // 5),
+        report_to="none",
+        batch_sampler=BatchSamplers.NO_DUPLICATES,
+        prompts=_prompts(model, list(data.column_names)),
+        disable_tqdm=not sys.stderr.isatty(),
+        use_cpu=model.device.type == "cpu",
+    )
+    trainer = SentenceTransformerTrainer(
+        model=model,
+        args=arguments,
+        train_dataset=data,
+        loss=make_loss(loss, model, settings),
+        callbacks=[_progress(log)] if log else None,
+    )
+    if log is not None:  # our lines replace the trainer's printed dictionaries
+        from transformers.trainer_callback import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)
+    resume = last_checkpoint(checkpoints)
+    started = time.perf_counter()
+    result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    seconds = time.perf_counter() - started
+    model.save(str(out / "model"))
+    record = {
+        "loss": loss,
+        "settings": asdict(settings),
+        "examples": len(data),
+        "negatives_per_example": len(data.column_names) - 2,
+        "steps": result.global_step,
+        "training_loss": result.training_loss,
+        "resumed": resume is not None,
+        "seconds": round(seconds, 3),
+        "log": [entry for entry in trainer.state.log_history if "loss" in entry],
+    }
+    (out / "training.json").write_text(json.dumps(record, indent=2))
+    return record
+
+
+def last_checkpoint(folder: Path) -> Path | None:
+    """The latest complete checkpoint in ``folder`` (the trainer writes its state file last);
+    checkpoints a killed process left half-written are removed."""
+    import shutil
+
+    found = None
+    steps = sorted(folder.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
+    for checkpoint in steps:
+        if (checkpoint / "trainer_state.json").is_file():
+            found = checkpoint
+        else:
+            shutil.rmtree(checkpoint)
+    return found
+
+
+def _prompts(model: Any, names: list[str]) -> dict[str, str] | None:
+    """The model's own query and document prompts for the anchor and passage columns."""
+    prompts = getattr(model, "prompts", None) or {}
+    query = prompts.get("query")
+    document = next((prompts[n] for n in ("document", "passage", "corpus") if n in prompts), None)
+    if query is None and document is None:
+        return None
+    found = {"anchor": query or ""}
+    found |= {name: document or "" for name in names if name != "anchor"}
+    return found
+
+
+def _progress(log: Callable[[str], None]) -> Any:
+    """A trainer callback that reports each logged step as one line: step, loss, examples/s."""
+    from transformers import TrainerCallback
+
+    class Progress(TrainerCallback):
+        def __init__(self) -> None:
+            self.started = time.perf_counter()
+
+        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001
+            if logs and "loss" in logs:
+                seen = state.global_step * args.per_device_train_batch_size
+                rate = seen / max(time.perf_counter() - self.started, 1e-9)
+                log(
+                    f"step {state.global_step}/{state.max_steps} loss {logs['loss']:.4f} "
+                    f"{rate:.1f} examples/s"
+                )
+
+    return Progress()

@@ -1,0 +1,100 @@
+"""Training examples: ``(query, positive, negatives...)`` from a split's judgements.
+
+Negatives come from two sources, in this order: *mined* (the best-ranked unjudged passages of a
+retriever's run over the training queries: BM25- or dense-mined) and *same-document* (other
+passages of the positive's own document: the DAPR problem, a passage that shares every word of
+its context but does not answer). A passage judged for the query is never a negative.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from dapr.data import Corpus, Qrels, Queries, Run
+from dapr.errors import DaprError
+
+
+@dataclass(frozen=True)
+class Example:
+    """One training row: the query, a relevant passage's text and negative passages' texts."""
+
+    query: str
+    positive: str
+    negatives: tuple[str, ...] = ()
+
+
+def positives(qrels: Qrels, min_grade: int = 1) -> dict[str, list[str]]:
+    """Per query, its passages judged ``min_grade`` or better (queries without any left out)."""
+    if min_grade < 1:
+        raise DaprError(
+            f"training: min_grade must be at least 1 (a relevant grade), got {min_grade}"
+        )
+    found = {
+        q: sorted(p for p, g in judged.items() if g >= min_grade) for q, judged in qrels.items()
+    }
+    return {q: found[q] for q in sorted(found) if found[q]}
+
+
+def examples(
+    queries: Queries,
+    qrels: Qrels,
+    texts: Mapping[str, str],
+    corpus: Corpus,
+    min_grade: int = 1,
+    same_document: int = 0,
+    mined: Run | None = None,
+    mined_count: int = 0,
+    seed: int = 0,
+) -> list[Example]:
+    """One example per (query, positive) pair, each with ``mined_count`` mined negatives (the
+    run's best unjudged passages) then ``same_document`` passages of the positive's document
+    (drawn with ``seed``); ``texts`` gives each passage's (contextualized) text."""
+    chosen = positives(qrels, min_grade)
+    if not chosen:
+        raise DaprError(
+            f"training: no query has a passage judged {min_grade} or better; choose a split "
+            "with judgements or lower min_grade"
+        )
+    ranked = mined.to_dict() if mined is not None else {}
+    siblings = _siblings(corpus)
+    rng = random.Random(seed)
+    rows = []
+    for qid, relevant in chosen.items():
+        judged = set(qrels[qid])
+        pool = [p for p in ranked.get(qid, {}) if p not in judged and p in texts]
+        for positive in relevant:
+            if positive not in texts:
+                continue
+            negatives = pool[:mined_count]
+            if same_document:
+                others = [
+                    p
+                    for p in siblings.get(positive, ())
+                    if p not in judged and p in texts and p not in negatives
+                ]
+                negatives += rng.sample(others, min(same_document, len(others)))
+            rows.append(Example(queries[qid], texts[positive], tuple(texts[p] for p in negatives)))
+    if not rows:
+        raise DaprError(
+            "training: none of the judged passages is among the texts to train on (are they "
+            "retrieval candidates of this corpus?)"
+        )
+    return rows
+
+
+def uniform(rows: Sequence[Example]) -> list[Example]:
+    """The rows cut to the fewest negatives any row has: a batch needs one column count."""
+    fewest = min(len(r.negatives) for r in rows)
+    return [Example(r.query, r.positive, r.negatives[:fewest]) for r in rows]
+
+
+def _siblings(corpus: Corpus) -> dict[str, tuple[str, ...]]:
+    """Per passage id, the other candidate passages of its document."""
+    found: dict[str, tuple[str, ...]] = {}
+    for document in corpus:
+        ids = [p.id for p in document.passages if p.is_candidate]
+        for pid in ids:
+            found[pid] = tuple(p for p in ids if p != pid)
+    return found

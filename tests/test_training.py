@@ -1,0 +1,203 @@
+"""Training: examples from judgements (positives, same-document and mined negatives), `dapr train`
+storing content-addressed models that `dapr run` uses as trained/<name>, bad input, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tiny_models import tiny_bert
+
+from dapr.cli import main
+from dapr.data import Corpus, Document, Passage, Run
+from dapr.errors import DaprError
+from dapr.training.examples import Example, examples, positives, uniform
+
+CORPUS = Corpus(
+    [
+        Document("A", "Alpha", tuple(Passage(f"A-{i}", "A", i, f"a text {i}") for i in range(4))),
+        Document("B", "Beta", tuple(Passage(f"B-{i}", "B", i, f"b text {i}") for i in range(2))),
+    ]
+)
+TEXTS = {p.id: f"[{p.id}]" for d in CORPUS for p in d.passages}
+
+
+def test_positives_follow_the_grade_threshold():
+    qrels = {"q": {"A-0": 2, "A-1": 1, "A-2": 0}, "r": {"B-0": 1}}
+    assert positives(qrels) == {"q": ["A-0", "A-1"], "r": ["B-0"]}
+    assert positives(qrels, min_grade=2) == {"q": ["A-0"]}  # T2Ranking-style levels >= 2
+    with pytest.raises(DaprError, match="min_grade must be at least 1"):
+        positives(qrels, min_grade=0)
+
+
+def test_same_document_negatives_are_unjudged_passages_of_the_positives_document():
+    qrels = {"q": {"A-0": 1, "A-1": 0}}
+    rows = examples({"q": "query"}, qrels, TEXTS, CORPUS, same_document=5, seed=1)
+    (row,) = rows
+    assert row.query == "query" and row.positive == "[A-0]"
+    # A-1 is judged (grade 0): never a negative; B's passages are another document
+    assert sorted(row.negatives) == ["[A-2]", "[A-3]"]
+
+
+def test_mined_negatives_come_first_in_run_order_then_same_document():
+    qrels = {"q": {"A-0": 1}}
+    run = Run.from_dict({"q": {"A-0": 9.0, "B-1": 8.0, "A-3": 7.0, "B-0": 6.0}})
+    rows = examples(
+        {"q": "query"}, qrels, TEXTS, CORPUS, mined=run, mined_count=2, same_document=1, seed=0
+    )
+    mined, sibling = rows[0].negatives[:2], rows[0].negatives[2:]
+    assert mined == ("[B-1]", "[A-3]")  # the best unjudged, the positive itself skipped
+    assert len(sibling) == 1 and sibling[0] in {"[A-1]", "[A-2]"}
+    ragged = [Example("q", "p", ("n1", "n2")), Example("r", "s", ("m1",))]
+    assert [r.negatives for r in uniform(ragged)] == [("n1",), ("m1",)]
+
+
+def test_no_positive_is_one_clear_error():
+    with pytest.raises(DaprError, match="no query has a passage judged 3 or better"):
+        examples({"q": "query"}, {"q": {"A-0": 1}}, TEXTS, CORPUS, min_grade=3)
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder(tmp_path_factory) -> Path:
+    """A 2-layer BERT with a vocabulary of wiki-sample, saved as a sentence-transformers model."""
+    from sentence_transformers import SentenceTransformer, models
+
+    from dapr.datasets import load_dataset
+
+    wiki = load_dataset("wiki-sample")
+    texts = [p.text for d in wiki.corpus for p in d.passages]
+    texts += [d.title for d in wiki.corpus] + list(wiki.split("test").queries.values())
+    root = tmp_path_factory.mktemp("tiny-encoder")
+    bert = tiny_bert(root / "bert", texts, hidden=32)
+    transformer = models.Transformer(str(bert), max_seq_length=64)
+    pooling = models.Pooling(transformer.get_word_embedding_dimension(), "mean")
+    SentenceTransformer(modules=[transformer, pooling], device="cpu").save(str(root / "model"))
+    return root / "model"
+
+
+EXPERIMENT = """
+name: tiny_training
+dataset: wiki-sample
+dataset_args: {{train_articles: 0.3}}
+metrics: [nDCG@10]
+train:
+  tiny-title:
+    model: {model}
+    contextualizer: title
+    negatives: {{same_document: 1}}
+    args: {{max_steps: {steps}, batch_size: 8, save_steps: 2}}
+retrievers:
+  trained:
+    name: dense
+    args: {{model: trained/tiny-title, pooling: mean}}
+    contextualizer: title
+"""
+
+
+def test_train_stores_the_model_and_run_uses_it_by_name(tiny_encoder, tmp_path, capsys):
+    file = tmp_path / "training.yaml"
+    file.write_text(EXPERIMENT.format(model=tiny_encoder, steps=4))
+    assert main(["train", str(file)]) == 0
+    first = capsys.readouterr().out
+    assert "trained/tiny-title" in first and "computed" in first and "4 steps" in first
+    pointer = Path(os.environ["DAPR_HOME"]) / "trained" / "tiny-title.json"
+    model = Path(json.loads(pointer.read_text())["path"])
+    card = json.loads((model / "dapr_training.json").read_text())
+    assert card["base_model"] == str(tiny_encoder) and card["negatives"] == {"same_document": 1}
+    assert card["steps"] == 4 and card["negatives_per_example"] == 1 and card["examples"] > 100
+    assert not list(model.parent.glob("checkpoints/checkpoint-*"))  # only the final model kept
+    # the same file again: found in the cache
+    assert main(["train", str(file)]) == 0
+    assert "cached" in capsys.readouterr().out
+    assert main(["run", str(file), "--out", str(tmp_path / "out")]) == 0
+    run = capsys.readouterr().out
+    assert "train  tiny-title" in run and "index  trained" in run
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert 0 <= metrics["systems"]["trained"]["mean"]["nDCG@10"] <= 1
+    # another model under the same name: a new entry, and the runs that use it are redone
+    file.write_text(EXPERIMENT.format(model=tiny_encoder, steps=2))
+    assert main(["run", str(file), "--out", str(tmp_path / "again")]) == 0
+    again = capsys.readouterr().out
+    assert Path(json.loads(pointer.read_text())["path"]) != model
+    assert [line.split()[2] for line in again.splitlines() if "trained " in line][:2] == [
+        "computed",
+        "computed",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("dataset_args: {train_articles: 0.3}", "dataset_args: {}"), "has no 'train' split"),
+        (("negatives: {same_document: 1}", "loss: triplet"), "unknown loss 'triplet'"),
+        (("negatives: {same_document: 1}", "min_grade: 0"), "min_grade must be at least 1"),
+        (("negatives: {same_document: 1}", "min_grade: 5"), "no query has a passage judged 5"),
+        (("batch_size: 8", "batch_size: 8, warmup_ratio: 1.5"), "warmup_ratio in [0, 1)"),
+        (("batch_size: 8", "batch_size: 8, epoch: 1"), "unknown key 'train.tiny-title.args.epoch'"),
+        (("same_document: 1", "mined: nowhere"), "negatives.mined: 'nowhere' is not a passage"),
+        (
+            ("model: {model}", "model: no-org/no-such-model"),
+            "cannot load model 'no-org/no-such-model'",
+        ),
+    ],
+)
+def test_bad_training_input_is_one_line(tiny_encoder, tmp_path, capsys, change, message):
+    old, new = (part.replace("{model}", str(tiny_encoder)) for part in change)
+    text = EXPERIMENT.format(model=tiny_encoder, steps=2)
+    assert old in text
+    text = text.replace(old, new)
+    (tmp_path / "bad.yaml").write_text(text)
+    assert main(["train", str(tmp_path / "bad.yaml")]) == 2
+    error = capsys.readouterr().err
+    assert message in error and error.count("\n") == 1 and "Traceback" not in error
+
+
+def test_a_killed_training_resumes_from_its_last_checkpoint(tiny_encoder, tmp_path):
+    file = tmp_path / "training.yaml"
+    file.write_text(
+        EXPERIMENT.format(model=tiny_encoder, steps=12).replace("tiny-title", "resumed")
+    )
+    env = {**os.environ, "DAPR_HOME": str(tmp_path / "home")}
+    command = [sys.executable, "-m", "dapr.cli", "train", str(file)]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    partial = tmp_path / "home" / "cache" / "models"
+    deadline = time.monotonic() + 240
+    while not list(partial.glob(".*.partial/checkpoints/checkpoint-4/trainer_state.json")):
+        assert process.poll() is None, process.communicate()[1].decode()[-2000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    steps = [
+        int(line.split("step ")[1].split("/")[0])
+        for line in done.stdout.splitlines()
+        if " step " in line
+    ]
+    assert steps and min(steps) > 4 and max(steps) == 12  # continued after checkpoint 4 at least
+    (card,) = (tmp_path / "home" / "cache" / "models").glob("*/model/dapr_training.json")
+    record = json.loads(card.read_text())
+    assert record["resumed"] and record["steps"] == 12
+
+
+def test_resume_takes_the_latest_complete_checkpoint_and_drops_half_written_ones(tmp_path):
+    from dapr.training.dual import last_checkpoint
+
+    for step, complete in [(2, True), (4, True), (6, False), (10, True), (12, False)]:
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        if complete:  # the trainer writes its state file last
+            (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    assert last_checkpoint(tmp_path) == tmp_path / "checkpoint-10"  # by step, not by name
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "checkpoint-10",
+        "checkpoint-2",
+        "checkpoint-4",
+    ]
+    assert last_checkpoint(tmp_path / "none") is None
