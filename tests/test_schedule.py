@@ -123,7 +123,7 @@ def test_ray_that_never_starts_is_given_up_on(monkeypatch, tmp_path):
     import ray
 
     from dapr.errors import DaprError
-    from dapr.experiment.schedule import _start_ray
+    from dapr.experiment.schedule import start_ray
 
     never = threading.Event()
     monkeypatch.setattr(ray, "init", lambda **kwargs: never.wait())
@@ -132,7 +132,7 @@ def test_ray_that_never_starts_is_given_up_on(monkeypatch, tmp_path):
     with pytest.raises(
         DaprError, match=r"a local Ray did not start within 0.5 s.*DAPR_RAY_TIMEOUT"
     ):
-        _start_ray(None)
+        start_ray(None)
     assert time.monotonic() - started < 5
     never.set()
 
@@ -143,4 +143,4 @@ def test_ray_that_never_starts_is_given_up_on(monkeypatch, tmp_path):
     with pytest.raises(
         DaprError, match=r"Ray could not start \(could not connect to 10.0.0.9:6379\)"
     ):
-        _start_ray("10.0.0.9:6379")
+        start_ray("10.0.0.9:6379")

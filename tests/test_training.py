@@ -141,6 +141,11 @@ def test_train_stores_the_model_and_run_uses_it_by_name(tiny_encoder, tmp_path, 
         (("batch_size: 8", "batch_size: 8, warmup_ratio: 1.5"), "warmup_ratio in [0, 1)"),
         (("batch_size: 8", "batch_size: 8, epoch: 1"), "unknown key 'train.tiny-title.args.epoch'"),
         (("same_document: 1", "mined: nowhere"), "negatives.mined: 'nowhere' is not a passage"),
+        (("same_document: 1}", "same_document: 1}\n    workers: 0"), "workers must be a positive"),
+        (
+            ("same_document: 1}", "same_document: 1}\n    kind: encoder"),
+            "kind: 'encoder' is not one",
+        ),
         (
             ("model: {model}", "model: no-org/no-such-model"),
             "cannot load model 'no-org/no-such-model'",
@@ -201,3 +206,50 @@ def test_resume_takes_the_latest_complete_checkpoint_and_drops_half_written_ones
         "checkpoint-4",
     ]
     assert last_checkpoint(tmp_path / "none") is None
+
+
+CROSS = """
+name: tiny_cross
+dataset: wiki-sample
+dataset_args: {{train_articles: 0.3}}
+metrics: [nDCG@10]
+depth: 20
+train:
+  tiny-ce:
+    kind: cross
+    model: {model}
+    negatives: {{same_document: 1}}
+    args: {{max_steps: 2, batch_size: 8, save_steps: 2}}
+retrievers:
+  bm25: {{name: bm25}}
+  reranked: {{name: rerank, first_stage: bm25, args: {{model: trained/tiny-ce, top_k: 5}}}}
+"""
+
+
+def test_a_trained_cross_encoder_reranks_a_first_stage(tiny_encoder, tmp_path, capsys):
+    file = tmp_path / "cross.yaml"
+    file.write_text(CROSS.format(model=tiny_encoder))
+    assert main(["run", str(file), "--out", str(tmp_path / "out")]) == 0
+    log = capsys.readouterr().out
+    assert "train  tiny-ce" in log and "rerank reranked" in log
+    pointer = Path(os.environ["DAPR_HOME"]) / "trained" / "tiny-ce.json"
+    card = json.loads(
+        (Path(json.loads(pointer.read_text())["path"]) / "dapr_training.json").read_text()
+    )
+    assert card["kind"] == "cross" and card["loss"] == "bce" and card["steps"] == 2
+    assert card["settings"]["learning_rate"] == 1e-5  # RocketQA's cross-encoder rate
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())["systems"]
+    # only the top 5 are re-scored: the rest of the first stage's 20 is dropped
+    run = (tmp_path / "out" / "runs" / "reranked.trec").read_text().splitlines()
+    assert max(int(line.split()[3]) for line in run) == 5 and "reranked" in metrics
+    # a cross-encoder needs negatives, and takes its own loss
+    file.write_text(
+        CROSS.format(model=tiny_encoder).replace("negatives: {same_document: 1}", "loss: mnrl")
+    )
+    assert main(["train", str(file)]) == 2
+    assert "unknown loss 'mnrl' for a cross model; choose from: bce" in capsys.readouterr().err
+    file.write_text(
+        CROSS.format(model=tiny_encoder).replace("negatives: {same_document: 1}", "min_grade: 1")
+    )
+    assert main(["train", str(file)]) == 2
+    assert "a cross-encoder needs negatives" in capsys.readouterr().err

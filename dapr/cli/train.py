@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from dapr.errors import DaprError
@@ -28,6 +29,12 @@ def add(commands: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="override a setting, e.g. --set train.wiki-title.args.epochs=2",
     )
+    train.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="train models with workers: N on the Ray cluster at ADDR (auto, or "
+        "ray://host:port) instead of a local Ray; $DAPR_HOME must be on a shared file system",
+    )
     train.set_defaults(handler=_train)
 
 
@@ -37,6 +44,8 @@ def _train(args: argparse.Namespace) -> int:
     from dapr.experiment.runner import Runner
     from dapr.experiment.training import train_models
 
+    if args.ray_address:
+        os.environ["RAY_ADDRESS"] = args.ray_address
     experiments = load_grid(args.file, args.overrides)
     if not any(e.train for e in experiments):
         raise DaprError(f"{args.file}: no train: block; name the models to train under train:")

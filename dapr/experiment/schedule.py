@@ -128,7 +128,7 @@ def run_jobs(
     import ray
 
     if not ray.is_initialized():
-        _start_ray(ray_address)
+        start_ray(ray_address)
     remote = ray.remote(max_retries=RETRIES)(job)
     refs: dict[str, object] = {}
     for j in jobs:
@@ -146,7 +146,7 @@ RAY_TIMEOUT = 120.0
 """Seconds Ray may take to start or to join a cluster (``DAPR_RAY_TIMEOUT`` overrides)."""
 
 
-def _start_ray(address: str | None) -> None:
+def start_ray(address: str | None) -> None:
     """``ray.init`` on this machine or at ``address``, given up on after ``RAY_TIMEOUT``
     seconds with a one-line DaprError (Ray waits forever where it cannot reach its own
     processes, e.g. without a working local network)."""

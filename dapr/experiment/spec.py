@@ -115,11 +115,13 @@ class Resources:
 
 @dataclass(frozen=True)
 class TrainSpec:
-    """A dual encoder that ``dapr train`` fits on a split's judgements, stored as
-    ``trained/<name>`` for the experiment's retrievers to use (``model: trained/<name>``)."""
+    """A model that ``dapr train`` fits on a split's judgements, stored as ``trained/<name>``
+    for the experiment's retrievers to use (``model: trained/<name>``)."""
 
     model: str = "sentence-transformers/all-MiniLM-L6-v2"
-    """The model training starts from."""
+    """The model training starts from (a cross-encoder starts from its transformer weights)."""
+    kind: str = "dual"
+    """``dual`` (a dense retriever's encoder) or ``cross`` (a re-ranker for ``rerank``)."""
     split: str = "train"
     min_grade: int = 1
     """The lowest grade that makes a passage a positive (T2Ranking: 2)."""
@@ -130,7 +132,11 @@ class TrainSpec:
     negatives: dict[str, Any] = field(default_factory=dict)
     """``same_document: n`` passages of the positive's own document, ``mined: <system>`` and
     ``count: n``: the best unjudged passages of a retriever of the experiment over the split."""
-    loss: str = "mnrl"
+    loss: str | None = None
+    """``mnrl`` (the default for dual) or ``cached_mnrl``; ``bce`` for cross."""
+    workers: int = 1
+    """Ray Train workers for a dual encoder (one per GPU when the experiment's resources give
+    ``gpus_per_job``): each batch is split among them and the loss sees all their passages."""
     args: dict[str, Any] = field(default_factory=dict)
     """Training settings (:class:`dapr.training.dual.Settings`): epochs, batch_size, ..."""
 

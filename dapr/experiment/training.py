@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -26,21 +27,27 @@ from dapr.store.cache import content_key
 
 VERSION = "1"
 NEGATIVES = ("same_document", "mined", "count")
+KINDS = ("dual", "cross")
 
 
 def train_spec(name: Any, spec: Any, path: Path, retrievers: dict[str, RetrieverSpec]) -> TrainSpec:
     """One entry of the ``train:`` block (its contextualizer left for the caller to parse), or a
     ConfigError naming the file and the key."""
-    from dapr.training.dual import LOSSES, Settings
+    from dapr.training import cross, dual
 
     where = f"train.{name}"
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
         raise ConfigError(f"{path}: {where}: name a model with letters, digits, '-' and '_'")
     check_fields(spec, TrainSpec, path, where)
-    loss = spec.get("loss", default(TrainSpec, "loss"))
-    if loss not in LOSSES:
+    kind = spec.get("kind", default(TrainSpec, "kind"))
+    if kind not in KINDS:
+        raise ConfigError(f"{path}: {where}.kind: {kind!r} is not one of: {', '.join(KINDS)}")
+    losses = cross.LOSSES if kind == "cross" else dual.LOSSES
+    loss = spec.get("loss") or losses[0]
+    if loss not in losses:
         raise ConfigError(
-            f"{path}: {where}.loss: unknown loss {loss!r}; choose from: {', '.join(LOSSES)}"
+            f"{path}: {where}.loss: unknown loss {loss!r} for a {kind} model; choose from: "
+            f"{', '.join(losses)}"
         )
     if spec.get("min_grade", 1) < 1:
         raise ConfigError(f"{path}: {where}.min_grade must be at least 1, got {spec['min_grade']}")
@@ -62,17 +69,24 @@ def train_spec(name: Any, spec: Any, path: Path, retrievers: dict[str, Retriever
             f"{path}: {where}.negatives.mined: {mined!r} is not a passage-level retriever of "
             f"this experiment; choose from: {', '.join(choices) or 'none defined'}"
         )
-    fields = sorted(f.name for f in dataclasses.fields(Settings))
+    workers = spec.get("workers", 1)
+    if workers < 1 or (workers > 1 and kind == "cross"):
+        raise ConfigError(
+            f"{path}: {where}.workers must be a positive integer (1 for a cross-encoder), "
+            f"got {workers}"
+        )
+    fields = sorted(f.name for f in dataclasses.fields(dual.Settings))
     unknown = sorted(set(spec.get("args", {})) - set(fields))
     if unknown:
         raise ConfigError(
             f"{path}: unknown key {f'{where}.args.{unknown[0]}'!r}; valid keys: {', '.join(fields)}"
         )
     try:
-        Settings(**spec.get("args", {}))
+        dual.Settings(**spec.get("args", {}))
     except DaprError as e:
         raise ConfigError(f"{path}: {where}.args: {e}") from None
-    return TrainSpec(**{k: v for k, v in spec.items() if k != "contextualizer"})
+    spec = {k: v for k, v in spec.items() if k != "contextualizer"}
+    return TrainSpec(**{**spec, "loss": loss})
 
 
 def train_models(experiment: Experiment, runner: Any, dataset: Dataset) -> list[dict]:
@@ -88,8 +102,8 @@ def train_models(experiment: Experiment, runner: Any, dataset: Dataset) -> list[
 def _train_one(
     experiment: Experiment, runner: Any, dataset: Dataset, name: str, spec: TrainSpec
 ) -> dict:
-    from dapr.checkpoints import revision, sentence_transformer
-    from dapr.training.dual import Settings, train_dual_encoder
+    from dapr.checkpoints import revision
+    from dapr.training.dual import Settings
     from dapr.training.examples import examples
 
     if spec.split not in dataset.splits:
@@ -98,7 +112,8 @@ def _train_one(
             f"{', '.join(dataset.splits)}); choose a split with judgements to train on"
         )
     split = dataset.split(spec.split)
-    settings = Settings(**spec.args)
+    cross_default = {"learning_rate": 1e-5} if spec.kind == "cross" else {}  # RocketQA's
+    settings = Settings(**{**cross_default, **spec.args})
     cache, progress = runner.cache, runner.progress
     chain = chain_for(spec.contextualizer, dataset) if spec.contextualizer else None
     mined_system = spec.negatives.get("mined")
@@ -116,7 +131,7 @@ def _train_one(
         outcome = type(runner)(miner, cache).run(dataset, evaluate=())
         mined_run, mined_key = outcome.runs[mined_system], outcome.keys[mined_system]
     key = content_key(
-        "dual",
+        spec.kind,
         VERSION,
         spec.model,
         revision(spec.model),
@@ -148,11 +163,9 @@ def _train_one(
                 settings.seed,
             )
             since = progress.started("train", name, f"{len(rows):,} examples")
-            model = sentence_transformer(spec.model, None, None, None)
             with cache.writing("models", key, resume=True) as entry:
-                record = train_dual_encoder(
-                    model, rows, entry, spec.loss, settings, log=progress.line
-                )
+                gpus = experiment.resources.get("gpus_per_job", 0)
+                record = _fit(spec, rows, entry, settings, progress.line, gpus)
                 _card(entry, name, spec, dataset, record)
                 for old in (entry / "checkpoints").glob("checkpoint-*"):
                     _remove_tree(old)
@@ -160,6 +173,35 @@ def _train_one(
     path = cache.path("models", key) / "model"
     _point(name, path)
     return {"name": name, "key": key, "status": status, "seconds": time.perf_counter() - started}
+
+
+def _fit(
+    spec: TrainSpec, rows: list, entry: Path, settings: Any, log: Any, experiment_gpus: float
+) -> dict:
+    """Train ``spec``'s model on ``rows`` into the cache entry ``entry``."""
+    from dapr.checkpoints import load, sentence_transformer
+
+    if spec.kind == "cross":
+        from sentence_transformers import CrossEncoder
+
+        from dapr.training.cross import train_cross_encoder
+
+        model = load(CrossEncoder, spec.model, num_labels=1)
+        return train_cross_encoder(model, rows, entry, spec.loss, settings, log)
+    if spec.workers > 1:  # Ray Train: on the cluster of --ray-address, else a local Ray
+        import ray
+
+        from dapr.experiment.schedule import start_ray
+        from dapr.training.distributed import train_on_ray
+
+        if not ray.is_initialized():
+            start_ray(os.environ.get("RAY_ADDRESS"))
+        gpus = experiment_gpus > 0
+        return train_on_ray(spec.model, rows, entry, spec.loss, settings, spec.workers, gpus)
+    from dapr.training.dual import train_dual_encoder
+
+    model = sentence_transformer(spec.model, None, None, None)
+    return train_dual_encoder(model, rows, entry, spec.loss, settings, log)
 
 
 def _split_hash(queries: dict, qrels: dict) -> str:
@@ -172,6 +214,7 @@ def _card(entry: Path, name: str, spec: TrainSpec, dataset: Dataset, record: dic
     card = {
         "name": f"trained/{name}",
         "base_model": spec.model,
+        "kind": spec.kind,
         "dataset": dataset.name,
         "dataset_fingerprint": dataset.corpus.fingerprint,
         "split": spec.split,

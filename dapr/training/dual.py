@@ -84,10 +84,12 @@ def train_dual_encoder(
     loss: str = "mnrl",
     settings: Settings = Settings(),
     log: Callable[[str], None] | None = None,
+    gather: bool = False,
 ) -> dict[str, Any]:
     """Fit ``model`` (a SentenceTransformer) on ``rows``; checkpoints go to ``out/checkpoints``
     (resumed from when present) and the final model to ``out/model``. Returns the training
-    record written beside it as ``out/training.json``."""
+    record written beside it as ``out/training.json``. ``gather``: one of several distributed
+    workers, whose loss sees every worker's passages (only the first worker writes)."""
     from datasets import Dataset
     from sentence_transformers import (
         SentenceTransformerTrainer,
@@ -124,8 +126,8 @@ def train_dual_encoder(
         model=model,
         args=arguments,
         train_dataset=data,
-        loss=make_loss(loss, model, settings),
-        callbacks=[_progress(log)] if log else None,
+        loss=make_loss(loss, model, settings, gather),
+        callbacks=[progress_callback(log)] if log else None,
     )
     if log is not None:  # our lines replace the trainer's printed dictionaries
         from transformers.trainer_callback import PrinterCallback
@@ -135,6 +137,8 @@ def train_dual_encoder(
     started = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     seconds = time.perf_counter() - started
+    if not trainer.is_world_process_zero():
+        return {"steps": result.global_step, "training_loss": result.training_loss}
     model.save(str(out / "model"))
     record = {
         "loss": loss,
@@ -178,7 +182,7 @@ def _prompts(model: Any, names: list[str]) -> dict[str, str] | None:
     return found
 
 
-def _progress(log: Callable[[str], None]) -> Any:
+def progress_callback(log: Callable[[str], None]) -> Any:
     """A trainer callback that reports each logged step as one line: step, loss, examples/s."""
     from transformers import TrainerCallback
 

@@ -18,11 +18,13 @@ from dapr.errors import DaprError
 
 @dataclass(frozen=True)
 class Example:
-    """One training row: the query, a relevant passage's text and negative passages' texts."""
+    """One training row: the query, a relevant passage's text and negative passages' texts;
+    ``label`` is the positive's grade over the split's highest (1 for binary judgements)."""
 
     query: str
     positive: str
     negatives: tuple[str, ...] = ()
+    label: float = 1.0
 
 
 def positives(qrels: Qrels, min_grade: int = 1) -> dict[str, list[str]]:
@@ -58,6 +60,7 @@ def examples(
             "with judgements or lower min_grade"
         )
     ranked = mined.to_dict() if mined is not None else {}
+    top = max(g for judged in qrels.values() for g in judged.values())
     siblings = _siblings(corpus)
     rng = random.Random(seed)
     rows = []
@@ -75,7 +78,12 @@ def examples(
                     if p not in judged and p in texts and p not in negatives
                 ]
                 negatives += rng.sample(others, min(same_document, len(others)))
-            rows.append(Example(queries[qid], texts[positive], tuple(texts[p] for p in negatives)))
+            grade = qrels[qid][positive]
+            rows.append(
+                Example(
+                    queries[qid], texts[positive], tuple(texts[p] for p in negatives), grade / top
+                )
+            )
     if not rows:
         raise DaprError(
             "training: none of the judged passages is among the texts to train on (are they "
@@ -87,7 +95,7 @@ def examples(
 def uniform(rows: Sequence[Example]) -> list[Example]:
     """The rows cut to the fewest negatives any row has: a batch needs one column count."""
     fewest = min(len(r.negatives) for r in rows)
-    return [Example(r.query, r.positive, r.negatives[:fewest]) for r in rows]
+    return [Example(r.query, r.positive, r.negatives[:fewest], r.label) for r in rows]
 
 
 def _siblings(corpus: Corpus) -> dict[str, tuple[str, ...]]:

@@ -1,0 +1,105 @@
+"""Cross-batch negatives on Ray Train: two gloo workers, each scoring its queries against the
+passages of both workers' batches, give the loss of one process over the whole batch (what the
+gradient-cached loss computes on a single device); and a whole training runs on the workers."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from dapr.training.examples import Example
+
+pytest.importorskip("ray")
+B = 4  # examples per worker
+ROWS = [
+    Example(f"question {i} on topic {i % 3}", f"passage {i} on topic {i % 3}") for i in range(2 * B)
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    from sentence_transformers import SentenceTransformer, models
+    from tiny_models import tiny_bert
+
+    root = tmp_path_factory.mktemp("tiny-ray")
+    bert = tiny_bert(root / "bert", [r.query + " " + r.positive for r in ROWS], hidden=32)
+    transformer = models.Transformer(str(bert), max_seq_length=32)
+    pooling = models.Pooling(transformer.get_word_embedding_dimension(), "mean")
+    SentenceTransformer(modules=[transformer, pooling], device="cpu").save(str(root / "model"))
+    return root / "model"
+
+
+def _loss_worker(config: dict) -> None:
+    """Each worker: the loss of its half of the batch, with embeddings gathered across workers."""
+    import torch
+    from ray import train
+
+    from dapr.checkpoints import sentence_transformer
+    from dapr.training.dual import Settings, make_loss
+
+    rank = train.get_context().get_world_rank()
+    model = sentence_transformer(config["model"], None, None, "cpu")
+    loss = make_loss("mnrl", model, Settings(), gather=True)
+    seen = []
+    similarity = loss.similarity_fct
+    loss.similarity_fct = lambda a, b: seen.append(list(b.shape)) or similarity(a, b)
+    mine = config["rows"][rank * B : (rank + 1) * B]
+    features = [model.tokenize([r.query for r in mine]), model.tokenize([r.positive for r in mine])]
+    with torch.no_grad():
+        value = loss(features, torch.zeros(len(mine))).item()
+    Path(config["out"], f"rank-{rank}.json").write_text(json.dumps({"loss": value, "seen": seen}))
+
+
+def test_each_worker_scores_the_passages_of_both_and_matches_the_cached_loss(
+    local_ray, tiny_model, tmp_path
+):
+    import torch
+    from ray import cloudpickle
+    from ray.train import RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    from dapr.checkpoints import sentence_transformer
+    from dapr.training.dual import Settings, make_loss
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests
+    TorchTrainer(
+        _loss_worker,
+        train_loop_config={"model": str(tiny_model), "rows": ROWS, "out": str(tmp_path)},
+        scaling_config=ScalingConfig(num_workers=2, use_gpu=False),
+        run_config=RunConfig(storage_path=str(tmp_path / "ray"), name="loss"),
+    ).fit()
+    ranks = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in range(2)]
+    # each worker's queries met 2 x B candidates: its own passages and the other worker's
+    assert all(r["seen"] == [[2 * B, 32]] for r in ranks)
+    # one process, the whole batch, encoded in mini-batches of 2 (gradient caching)
+    model = sentence_transformer(str(tiny_model), None, None, "cpu")
+    cached = make_loss("cached_mnrl", model, Settings(mini_batch_size=2))
+    features = [model.tokenize([r.query for r in ROWS]), model.tokenize([r.positive for r in ROWS])]
+    whole = cached(features, torch.zeros(len(ROWS))).item()
+    assert sum(r["loss"] for r in ranks) / 2 == pytest.approx(whole, rel=1e-5)
+    # and it is not the loss of each half alone (in-batch negatives of B only)
+    alone = make_loss("mnrl", model, Settings())
+    half = alone(
+        [
+            model.tokenize([r.query for r in ROWS[:B]]),
+            model.tokenize([r.positive for r in ROWS[:B]]),
+        ],
+        torch.zeros(B),
+    ).item()
+    assert half != pytest.approx(ranks[0]["loss"], rel=1e-3)
+
+
+def test_a_training_runs_on_two_workers_and_the_first_writes_the_model(
+    local_ray, tiny_model, tmp_path
+):
+    from dapr.training.distributed import train_on_ray
+    from dapr.training.dual import Settings
+
+    record = train_on_ray(
+        str(tiny_model), ROWS * 2, tmp_path, "mnrl", Settings(batch_size=B, max_steps=2), workers=2
+    )
+    assert record["steps"] == 2 and record["examples"] == 2 * len(ROWS)
+    assert (tmp_path / "model" / "config.json").is_file()
