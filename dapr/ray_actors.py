@@ -9,10 +9,14 @@ the job's own process (and its local worker pool).
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+
+from dapr.errors import DaprError
 
 RETRIES = 3
 """How often an actor whose process died is restarted (and its tasks retried)."""
@@ -47,3 +51,41 @@ def on_actors(setting: Actors | None) -> Iterator[None]:
 def current() -> Actors | None:
     """The actors of the enclosing :func:`on_actors` block, if any."""
     return _ACTORS.get()
+
+
+RAY_TIMEOUT = 120.0
+"""Seconds Ray may take to start or to join a cluster (``DAPR_RAY_TIMEOUT`` overrides)."""
+
+
+def start_ray(address: str | None) -> None:
+    """``ray.init`` on this machine or at ``address``, given up on after ``RAY_TIMEOUT``
+    seconds with a one-line DaprError (Ray waits forever where it cannot reach its own
+    processes, e.g. without a working local network)."""
+    import ray
+
+    settings = {"address": address} if address else {"num_cpus": os.cpu_count() or 1}
+    timeout = float(os.environ.get("DAPR_RAY_TIMEOUT") or RAY_TIMEOUT)
+    failure: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            ray.init(**settings, include_dashboard=False, log_to_driver=False)
+        except BaseException as error:  # noqa: BLE001 - handed to the waiting thread
+            failure.append(error)
+
+    starter = threading.Thread(target=start, name="ray-init", daemon=True)
+    starter.start()
+    starter.join(timeout)
+    if starter.is_alive():
+        where = f"the cluster at {address}" if address else "a local Ray"
+        raise DaprError(
+            f"{where} did not start within {timeout:g} s (Ray needs a working network, "
+            "loopback included, and free ports); check it, run without --ray, or allow more "
+            "time with DAPR_RAY_TIMEOUT=SECONDS"
+        )
+    if failure:
+        error = failure[0]
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise DaprError(
+            f"Ray could not start ({reason}); check --ray-address, or run without --ray"
+        )

@@ -123,7 +123,7 @@ def test_ray_that_never_starts_is_given_up_on(monkeypatch, tmp_path):
     import ray
 
     from dapr.errors import DaprError
-    from dapr.experiment.schedule import start_ray
+    from dapr.ray_actors import start_ray
 
     never = threading.Event()
     monkeypatch.setattr(ray, "init", lambda **kwargs: never.wait())

@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from dapr.errors import DaprError
 from dapr.experiment.spec import Experiment
-from dapr.ray_actors import Actors, on_actors
+from dapr.ray_actors import Actors, on_actors, start_ray
 from dapr.store.cache import Cache, content_key
 
 RETRIES = 3
@@ -140,41 +138,3 @@ def run_jobs(
         wait_for = [refs[j.after]] if j.after in refs else []
         refs[j.key] = task.remote(j, str(cache.root), *wait_for)
     return ray.get(list(refs.values()))
-
-
-RAY_TIMEOUT = 120.0
-"""Seconds Ray may take to start or to join a cluster (``DAPR_RAY_TIMEOUT`` overrides)."""
-
-
-def start_ray(address: str | None) -> None:
-    """``ray.init`` on this machine or at ``address``, given up on after ``RAY_TIMEOUT``
-    seconds with a one-line DaprError (Ray waits forever where it cannot reach its own
-    processes, e.g. without a working local network)."""
-    import ray
-
-    settings = {"address": address} if address else {"num_cpus": os.cpu_count() or 1}
-    timeout = float(os.environ.get("DAPR_RAY_TIMEOUT") or RAY_TIMEOUT)
-    failure: list[BaseException] = []
-
-    def start() -> None:
-        try:
-            ray.init(**settings, include_dashboard=False, log_to_driver=False)
-        except BaseException as error:  # noqa: BLE001 - handed to the waiting thread
-            failure.append(error)
-
-    starter = threading.Thread(target=start, name="ray-init", daemon=True)
-    starter.start()
-    starter.join(timeout)
-    if starter.is_alive():
-        where = f"the cluster at {address}" if address else "a local Ray"
-        raise DaprError(
-            f"{where} did not start within {timeout:g} s (Ray needs a working network, "
-            "loopback included, and free ports); check it, run without --ray, or allow more "
-            "time with DAPR_RAY_TIMEOUT=SECONDS"
-        )
-    if failure:
-        error = failure[0]
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise DaprError(
-            f"Ray could not start ({reason}); check --ray-address, or run without --ray"
-        )

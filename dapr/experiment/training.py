@@ -191,7 +191,7 @@ def _fit(
     if spec.workers > 1:  # Ray Train: on the cluster of --ray-address, else a local Ray
         import ray
 
-        from dapr.experiment.schedule import start_ray
+        from dapr.ray_actors import start_ray
         from dapr.training.distributed import train_on_ray
 
         if not ray.is_initialized():
