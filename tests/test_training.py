@@ -218,7 +218,7 @@ train:
   tiny-ce:
     kind: cross
     model: {model}
-    negatives: {{same_document: 1}}
+    negatives: {{mined: bm25, count: 2}}
     args: {{max_steps: 2, batch_size: 8, save_steps: 2}}
 retrievers:
   bm25: {{name: bm25}}
@@ -237,6 +237,8 @@ def test_a_trained_cross_encoder_reranks_a_first_stage(tiny_encoder, tmp_path, c
         (Path(json.loads(pointer.read_text())["path"]) / "dapr_training.json").read_text()
     )
     assert card["kind"] == "cross" and card["loss"] == "bce" and card["steps"] == 2
+    # two BM25-mined negatives per example, labelled 0: three (query, passage) rows each
+    assert card["negatives_per_example"] == 2 and card["examples"] % 3 == 0
     assert card["settings"]["learning_rate"] == 1e-5  # RocketQA's cross-encoder rate
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())["systems"]
     # only the top 5 are re-scored: the rest of the first stage's 20 is dropped
@@ -244,12 +246,35 @@ def test_a_trained_cross_encoder_reranks_a_first_stage(tiny_encoder, tmp_path, c
     assert max(int(line.split()[3]) for line in run) == 5 and "reranked" in metrics
     # a cross-encoder needs negatives, and takes its own loss
     file.write_text(
-        CROSS.format(model=tiny_encoder).replace("negatives: {same_document: 1}", "loss: mnrl")
+        CROSS.format(model=tiny_encoder).replace("negatives: {mined: bm25, count: 2}", "loss: mnrl")
     )
     assert main(["train", str(file)]) == 2
     assert "unknown loss 'mnrl' for a cross model; choose from: bce" in capsys.readouterr().err
     file.write_text(
-        CROSS.format(model=tiny_encoder).replace("negatives: {same_document: 1}", "min_grade: 1")
+        CROSS.format(model=tiny_encoder).replace(
+            "negatives: {mined: bm25, count: 2}", "min_grade: 1"
+        )
     )
     assert main(["train", str(file)]) == 2
     assert "a cross-encoder needs negatives" in capsys.readouterr().err
+
+
+def test_a_model_with_separate_query_and_document_encoders_trains_both(tiny_encoder, tmp_path):
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+
+    from dapr.training.dual import Settings, train_dual_encoder
+
+    def encoder():
+        transformer = models.Transformer(str(tiny_encoder), max_seq_length=32)
+        return [transformer, models.Pooling(transformer.get_word_embedding_dimension(), "mean")]
+
+    router = models.Router.for_query_document(query_modules=encoder(), document_modules=encoder())
+    model = SentenceTransformer(modules=[router], device="cpu")
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    rows = [Example(f"question {i}", f"passage {i} text", (f"other {i}",)) for i in range(16)]
+    train_dual_encoder(model, rows, tmp_path, settings=Settings(batch_size=8, max_steps=2))
+    moved = {n.split(".")[2] for n, p in model.named_parameters() if not torch.equal(p, before[n])}
+    assert moved == {"query", "document"}  # each column went through its own encoder
+    again = SentenceTransformer(str(tmp_path / "model"), device="cpu")
+    assert type(again[0]).__name__ == "Router"

@@ -1,7 +1,9 @@
-"""Dual-encoder training with sentence-transformers' trainer: in-batch negatives (plus any mined or
-same-document negatives in each row) through ``MultipleNegativesRankingLoss``, or the same loss
-over a large batch on one device through gradient caching (``CachedMultipleNegativesRankingLoss``,
-RocketQA's cross-batch negatives without several GPUs).
+"""Dual-encoder training with sentence-transformers' trainer: queries through the model's query
+encoder and prompt, passages through its document ones (where it has separate ones); in-batch
+negatives (plus any mined or same-document negatives in each row) through
+``MultipleNegativesRankingLoss``, or the same loss over a large batch on one device through
+gradient caching (``CachedMultipleNegativesRankingLoss``, RocketQA's cross-batch negatives
+without several GPUs).
 
 Checkpoints are written every ``save_steps`` into the output directory, and a second call with
 the same directory resumes from the last one instead of starting over.
@@ -119,6 +121,7 @@ def train_dual_encoder(
         report_to="none",
         batch_sampler=BatchSamplers.NO_DUPLICATES,
         prompts=_prompts(model, list(data.column_names)),
+        router_mapping=_routes(model, list(data.column_names)),
         disable_tqdm=not sys.stderr.isatty(),
         use_cpu=model.device.type == "cpu",
     )
@@ -168,6 +171,14 @@ def last_checkpoint(folder: Path) -> Path | None:
         else:
             shutil.rmtree(checkpoint)
     return found
+
+
+def _routes(model: Any, names: list[str]) -> dict[str, str] | None:
+    """For a model with separate query and document encoders (a sentence-transformers
+    ``Router``): the anchor column to the query route, the passages to the document route."""
+    if type(model[0]).__name__ != "Router":
+        return None
+    return {name: "query" if name == "anchor" else "document" for name in names}
 
 
 def _prompts(model: Any, names: list[str]) -> dict[str, str] | None:
