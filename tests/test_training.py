@@ -278,3 +278,21 @@ def test_a_model_with_separate_query_and_document_encoders_trains_both(tiny_enco
     assert moved == {"query", "document"}  # each column went through its own encoder
     again = SentenceTransformer(str(tmp_path / "model"), device="cpu")
     assert type(again[0]).__name__ == "Router"
+
+
+@pytest.mark.parametrize("name", ["NaturalQuestions", "MIRACL", "ConditionalQA"])
+def test_the_shared_samples_train_splits_give_examples_with_same_document_negatives(
+    shared_data, name
+):
+    from dapr.datasets.dump import read_dump
+
+    dataset = read_dump(shared_data / "dapr-dump-sample" / name)
+    split = dataset.split("train")
+    texts = {p.id: p.text for d in dataset.corpus for p in d.passages if p.is_candidate}
+    rows = examples(split.queries, split.qrels, texts, dataset.corpus, same_document=1)
+    judged = {q for q, j in split.qrels.items() if any(g >= 1 and p in texts for p, g in j.items())}
+    assert len(rows) >= len(judged) > 0
+    positives_text = {texts[p] for j in split.qrels.values() for p, g in j.items() if p in texts}
+    # most positives have another candidate passage in their document to serve as a negative
+    assert sum(bool(r.negatives) for r in rows) > len(rows) / 2
+    assert all(r.positive in positives_text for r in rows)

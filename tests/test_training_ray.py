@@ -5,6 +5,7 @@ gradient-cached loss computes on a single device); and a whole training runs on 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -103,3 +104,36 @@ def test_a_training_runs_on_two_workers_and_the_first_writes_the_model(
     )
     assert record["steps"] == 2 and record["examples"] == 2 * len(ROWS)
     assert (tmp_path / "model" / "config.json").is_file()
+
+
+RAY_EXPERIMENT = """
+name: ray_training
+dataset: wiki-sample
+dataset_args: {{train_articles: 0.3}}
+train:
+  on-workers:
+    model: {model}
+    workers: 2
+    negatives: {{mined: dense, count: 1}}
+    args: {{max_steps: 2, batch_size: 4}}
+retrievers:
+  dense: {{name: dense, args: {{model: {model}, pooling: mean}}}}
+"""
+
+
+def test_dapr_train_runs_a_train_block_on_ray_workers_with_dense_mined_negatives(
+    local_ray, tiny_model, tmp_path, capsys
+):
+    from dapr.cli import main
+
+    file = tmp_path / "ray.yaml"
+    file.write_text(RAY_EXPERIMENT.format(model=tiny_model))
+    assert main(["train", str(file)]) == 0
+    assert "trained/on-workers" in capsys.readouterr().out
+    pointer = Path(os.environ["DAPR_HOME"]) / "trained" / "on-workers.json"
+    card = json.loads(
+        (Path(json.loads(pointer.read_text())["path"]) / "dapr_training.json").read_text()
+    )
+    # two workers of 4 examples a step; each example with one dense-mined negative
+    assert card["steps"] == 2 and card["negatives_per_example"] == 1
+    assert card["negatives"] == {"mined": "dense", "count": 1}
