@@ -296,3 +296,17 @@ def test_the_shared_samples_train_splits_give_examples_with_same_document_negati
     # most positives have another candidate passage in their document to serve as a negative
     assert sum(bool(r.negatives) for r in rows) > len(rows) / 2
     assert all(r.positive in positives_text for r in rows)
+
+
+def test_graded_positives_carry_their_grade_over_the_highest_as_label():
+    qrels = {"q": {"A-0": 3, "A-1": 2}, "r": {"B-0": 1}}  # T2Ranking-style levels
+    rows = examples({"q": "query", "r": "other"}, qrels, TEXTS, CORPUS)
+    assert {(r.positive, r.label) for r in rows} == {
+        ("[A-0]", 1.0),
+        ("[A-1]", 2 / 3),
+        ("[B-0]", 1 / 3),
+    }
+    from dapr.training.cross import pairs
+
+    table = pairs([Example("q", "pos", ("neg",), 2 / 3)])
+    assert table == {"query": ["q", "q"], "passage": ["pos", "neg"], "label": [2 / 3, 0.0]}
