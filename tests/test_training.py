@@ -310,3 +310,72 @@ def test_graded_positives_carry_their_grade_over_the_highest_as_label():
 
     table = pairs([Example("q", "pos", ("neg",), 2 / 3)])
     assert table == {"query": ["q", "q"], "passage": ["pos", "neg"], "label": [2 / 3, 0.0]}
+
+
+def test_denoising_keeps_only_what_the_cross_encoder_scores_below_the_threshold():
+    from dapr.training.denoise import denoise
+
+    queries = {"q": "query", "r": "other"}
+    qrels = {"q": {"A-0": 1}, "r": {"B-0": 1}}
+    run = Run.from_dict(
+        {"q": {"A-0": 9.0, "A-1": 8.0, "A-2": 7.0, "A-3": 6.0}, "r": {"B-1": 5.0, "B-0": 4.0}}
+    )
+    given = {"[A-1]": 0.05, "[A-2]": 0.1, "[A-3]": 0.9, "[B-1]": 0.0}  # A-2: exactly at 0.1
+
+    def score(pairs):
+        return [given[text] for _, text in pairs]
+
+    done = denoise(run, queries, qrels, TEXTS, score, below=0.1, depth=3)
+    assert done.run.to_dict() == {"q": {"A-1": 3.0}, "r": {"B-1": 1.0}}  # the judged A-0 not scored
+    assert done.scored == (2, 1, 1) and done.removed == (0, 1, 1)
+    # everything scored at or above the threshold: nothing left, and examples then have none
+    empty = denoise(run, queries, qrels, TEXTS, lambda pairs: [0.5] * len(pairs), 0.1, 3)
+    assert all(not ranked for ranked in empty.run.to_dict().values())
+    rows = examples(queries, qrels, TEXTS, CORPUS, mined=empty.run, mined_count=2)
+    assert all(r.negatives == () for r in rows)
+    with pytest.raises(DaprError, match=r"denoise.below must be a probability in \(0, 1\]"):
+        denoise(run, queries, qrels, TEXTS, score, below=1.5)
+
+
+DENOISED = """
+name: tiny_denoised
+dataset: wiki-sample
+dataset_args: {{train_articles: 0.3}}
+train:
+  tiny-ce:
+    kind: cross
+    model: {model}
+    negatives: {{mined: bm25, count: 2}}
+    args: {{max_steps: 2, batch_size: 8, save_steps: 2}}
+  denoised:
+    model: {model}
+    negatives: {{mined: bm25, count: 2, denoise: {{model: trained/tiny-ce, below: 0.6, depth: 4}}}}
+    args: {{max_steps: 2, batch_size: 8}}
+retrievers:
+  bm25: {{name: bm25}}
+"""
+
+
+def test_a_dual_encoder_trains_on_negatives_a_trained_cross_encoder_denoised(
+    tiny_encoder, tmp_path, capsys
+):
+    file = tmp_path / "denoised.yaml"
+    text = DENOISED.format(model=tiny_encoder)
+    file.write_text(text)
+    assert main(["train", str(file)]) == 0  # the cross-encoder first, then the dual encoder
+    pointer = Path(os.environ["DAPR_HOME"]) / "trained" / "denoised.json"
+    card = json.loads(
+        (Path(json.loads(pointer.read_text())["path"]) / "dapr_training.json").read_text()
+    )
+    counts = card["denoising"]
+    assert (counts["model"], counts["below"], counts["depth"]) == ("trained/tiny-ce", 0.6, 4)
+    assert len(counts["scored"]) == len(counts["removed"]) == 4 and counts["scored"][0] > 0
+    assert all(0 <= r <= n for r, n in zip(counts["removed"], counts["scored"]))
+    capsys.readouterr()
+    for change, message in [
+        (("below: 0.6", "below: 1.5"), "denoise.below must be a probability in (0, 1]"),
+        (("mined: bm25, count: 2, denoise", "denoise"), "denoising filters mined negatives"),
+    ]:
+        file.write_text(text.replace(*change))
+        assert main(["train", str(file)]) == 2
+        assert message in capsys.readouterr().err

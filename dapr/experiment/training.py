@@ -26,7 +26,8 @@ from dapr.experiment.spec import Experiment, RetrieverSpec, TrainSpec, check_fie
 from dapr.store.cache import content_key
 
 VERSION = "1"
-NEGATIVES = ("same_document", "mined", "count")
+NEGATIVES = ("same_document", "mined", "count", "denoise")
+DENOISE = ("model", "below", "depth")
 KINDS = ("dual", "cross")
 
 
@@ -58,6 +59,9 @@ def train_spec(name: Any, spec: Any, path: Path, retrievers: dict[str, Retriever
             raise ConfigError(
                 f"{path}: unknown key {f'{where}.negatives.{key}'!r}; valid keys: {choices}"
             )
+        if key == "denoise":
+            _check_denoise(value, negatives, path, f"{where}.negatives.denoise")
+            continue
         if key != "mined" and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
             raise ConfigError(
                 f"{path}: {where}.negatives.{key} must be an integer >= 0, got {value!r}"
@@ -87,6 +91,28 @@ def train_spec(name: Any, spec: Any, path: Path, retrievers: dict[str, Retriever
         raise ConfigError(f"{path}: {where}.args: {e}") from None
     spec = {k: v for k, v in spec.items() if k != "contextualizer"}
     return TrainSpec(**{**spec, "loss": loss})
+
+
+def _check_denoise(value: Any, negatives: dict, path: Path, where: str) -> None:
+    """``denoise: {model: <cross-encoder>, below: 0.1, depth: 50}``, for mined negatives."""
+    from dapr.training.denoise import check_threshold
+
+    if not isinstance(value, dict) or "model" not in value:
+        raise ConfigError(f"{path}: {where}: give {{model: <cross-encoder>, below: 0.1}}")
+    unknown = sorted(set(value) - set(DENOISE))
+    if unknown:
+        raise ConfigError(
+            f"{path}: unknown key {f'{where}.{unknown[0]}'!r}; valid keys: {', '.join(DENOISE)}"
+        )
+    if "mined" not in negatives:
+        raise ConfigError(f"{path}: {where}: denoising filters mined negatives; set mined: too")
+    try:
+        check_threshold(value.get("below", 0.1))
+    except DaprError as e:
+        raise ConfigError(f"{path}: {where}: {e}") from None
+    depth = value.get("depth", 50)
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise ConfigError(f"{path}: {where}.depth must be a positive integer, got {depth!r}")
 
 
 def train_models(experiment: Experiment, runner: Any, dataset: Dataset) -> list[dict]:
@@ -130,6 +156,7 @@ def _train_one(
         )
         outcome = type(runner)(miner, cache).run(dataset, evaluate=())
         mined_run, mined_key = outcome.runs[mined_system], outcome.keys[mined_system]
+    denoiser = spec.negatives.get("denoise")
     key = content_key(
         spec.kind,
         VERSION,
@@ -142,6 +169,7 @@ def _train_one(
         spec.min_grade,
         spec.negatives,
         mined_key,
+        revision(denoiser["model"]) if denoiser else None,
         spec.loss,
         dataclasses.asdict(settings),
     )
@@ -151,6 +179,9 @@ def _train_one(
         if not cache.valid("models", key):
             status = "computed"
             texts = dict(runner.passage_texts(dataset, chain, f"train {name}"))
+            denoising = None
+            if denoiser:
+                mined_run, denoising = _denoised(denoiser, mined_run, split, texts)
             rows = examples(
                 split.queries,
                 split.qrels,
@@ -166,6 +197,8 @@ def _train_one(
             with cache.writing("models", key, resume=True) as entry:
                 gpus = experiment.resources.get("gpus_per_job", 0)
                 record = _fit(spec, rows, entry, settings, progress.line, gpus)
+                if denoising is not None:
+                    record["denoising"] = denoising
                 _card(entry, name, spec, dataset, record)
                 for old in (entry / "checkpoints").glob("checkpoint-*"):
                     _remove_tree(old)
@@ -173,6 +206,26 @@ def _train_one(
     path = cache.path("models", key) / "model"
     _point(name, path)
     return {"name": name, "key": key, "status": status, "seconds": time.perf_counter() - started}
+
+
+def _denoised(denoiser: dict, mined: Any, split: Any, texts: dict) -> tuple[Any, dict]:
+    """The mined run without what the cross-encoder ``denoiser`` names scores at or above
+    its threshold, and the counts per rank (for the model card)."""
+    from sentence_transformers import CrossEncoder
+
+    from dapr.checkpoints import load
+    from dapr.training.denoise import denoise
+
+    model = load(CrossEncoder, denoiser["model"])
+    below, depth = denoiser.get("below", 0.1), denoiser.get("depth", 50)
+
+    def score(pairs):
+        return model.predict(list(pairs), batch_size=32, show_progress_bar=False)
+
+    done = denoise(mined, split.queries, split.qrels, texts, score, below, depth)
+    counts = {"model": denoiser["model"], "below": below, "depth": depth}
+    counts |= {"scored": list(done.scored), "removed": list(done.removed)}
+    return done.run, counts
 
 
 def _fit(
