@@ -371,6 +371,16 @@ def test_a_dual_encoder_trains_on_negatives_a_trained_cross_encoder_denoised(
     assert (counts["model"], counts["below"], counts["depth"]) == ("trained/tiny-ce", 0.6, 4)
     assert len(counts["scored"]) == len(counts["removed"]) == 4 and counts["scored"][0] > 0
     assert all(0 <= r <= n for r, n in zip(counts["removed"], counts["scored"]))
+    # dapr run writes the cards and RocketQA's Figure 5 with the results, and lists the models
+    assert main(["run", str(file), "--out", str(tmp_path / "out")]) == 0
+    out = tmp_path / "out"
+    assert json.loads((out / "training.json").read_text())["denoised"]["denoising"] == counts
+    assert (out / "denoising-denoised.png").stat().st_size > 0
+    assert not (out / "denoising-tiny-ce.png").exists()  # nothing was denoised for it
+    assert set(json.loads((out / "manifest.json").read_text())["trained"]) == {
+        "tiny-ce",
+        "denoised",
+    }
     capsys.readouterr()
     for change, message in [
         (("below: 0.6", "below: 1.5"), "denoise.below must be a probability in (0, 1]"),

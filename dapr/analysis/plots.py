@@ -2,7 +2,8 @@
 
 * :func:`sweep_plot` (Figure 2): a metric against a swept parameter (the fusion weight alpha)
   for several query sets on the same axes, the chosen value marked by a dashed line;
-* :func:`category_plot` (Figure 3): a metric per query category, one bar per system.
+* :func:`category_plot` (Figure 3): a metric per query category, one bar per system;
+* :func:`denoising_plot` (RocketQA's Figure 5): the share of mined negatives removed per rank.
 
 Each ``*_figure`` function returns the :class:`~matplotlib.figure.Figure` (for inspection);
 each ``*_plot`` function draws it and writes ``<stem>.png`` and ``<stem>.pdf`` atomically.
@@ -63,6 +64,26 @@ def sweep_figure(
     ax.grid(True, alpha=0.35)
     ax.legend(loc="best", frameon=True)
     return fig
+
+
+def denoising_plot(
+    scored: Sequence[int], removed: Sequence[int], below: float, stem: Path
+) -> list[Path]:
+    """RocketQA's Figure 5: per rank of the mining run, the share of candidates the
+    cross-encoder scored at or above ``below`` (removed as likely positives)."""
+    if not any(scored):
+        raise DaprError("denoising plot: no candidate was scored")
+    fig = _figure((6.4, 3.8))
+    ax = fig.add_subplot()
+    ranks = range(1, len(scored) + 1)
+    shares = [r / s if s else 0.0 for r, s in zip(removed, scored)]
+    ax.bar(list(ranks), shares, color="0.45")
+    ax.set_xlabel("rank of the mined candidate")
+    ax.set_ylabel(f"share removed (cross-encoder >= {below:g})")
+    ax.set_ylim(0, 1)
+    ax.set_title(f"Denoised negatives: {sum(removed):,} of {sum(scored):,} removed")
+    ax.grid(True, axis="y", alpha=0.35)
+    return save(fig, stem)
 
 
 def category_plot(

@@ -57,6 +57,7 @@ def manifest(outcome: Outcome, started: float, finished: float) -> dict[str, Any
         "started": _iso(started),
         "finished": _iso(finished),
         "keys": dict(outcome.keys),
+        "trained": {name: card["key"] for name, card in outcome.trained.items()},
         "packages": package_versions(),
         "git": git_revision(Path(__file__).resolve().parents[1]),
         "python": platform.python_version(),

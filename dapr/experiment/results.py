@@ -46,6 +46,7 @@ WRITTEN = frozenset(
         "sweep.csv",
         "sweep.png",
         "sweep.pdf",
+        "training.json",
         "runs",
     }
 )
@@ -56,7 +57,8 @@ def written_by_dapr(path: PurePosixPath) -> bool:
     """Whether dapr writes ``path`` (relative to a results directory): a rerun replaces these
     and keeps every other file."""
     if len(path.parts) == 1:
-        return path.name in WRITTEN
+        denoising = path.name.startswith("denoising-") and path.suffix in (".png", ".pdf")
+        return path.name in WRITTEN or denoising
     return path.parts[0] == "runs" and len(path.parts) == 2 and path.suffix == ".trec"
 
 
@@ -207,9 +209,25 @@ def _write_results(outcome: Outcome, out: Path) -> None:
             out / "categories.md",
             summary.category_markdown(metrics, summary.headline_metric(outcome)),
         )
+    if outcome.trained:
+        _write_training(outcome.trained, out)
     _write_text(out / METRICS, json.dumps(metrics, indent=1) + "\n")
     _write_text(out / "summary.md", summary.markdown(outcome))
     _write_text(out / "summary.csv", summary.csv_text(outcome))
+
+
+def _write_training(trained: dict[str, dict], out: Path) -> None:
+    """``training.json`` (each trained model's card) and, for denoised negatives, the share of
+    candidates the cross-encoder removed at each rank (RocketQA's Figure 5)."""
+    _write_text(out / "training.json", json.dumps(trained, indent=1) + "\n")
+    for name, card in trained.items():
+        if "denoising" in card:
+            from dapr.analysis.plots import denoising_plot
+
+            counts = card["denoising"]
+            denoising_plot(
+                counts["scored"], counts["removed"], counts["below"], out / f"denoising-{name}"
+            )
 
 
 def _write_text(path: Path, text: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import json
 import os
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -62,6 +63,8 @@ class Outcome:
     """Per system, its ``approach`` and ``retriever`` as tables name them."""
     labels: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Categories of the split's queries (see ``Experiment.categories``)."""
+    trained: dict[str, dict] = field(default_factory=dict)
+    """Per model of the ``train:`` block, its cache key and model card."""
 
 
 class Runner:
@@ -85,6 +88,8 @@ class Runner:
         outcome = Outcome(exp, dataset)
         for done in train_models(exp, self, dataset):  # models the retrievers may use
             outcome.steps.append(Step("train", done["name"], done["status"], done["seconds"]))
+            card = self.cache.path("models", done["key"]) / "model" / "dapr_training.json"
+            outcome.trained[done["name"]] = {"key": done["key"], **json.loads(card.read_text())}
         for system, spec in exp.retrievers.items():
             outcome.runs[system] = self._retrieve(outcome, system, spec, split.queries)
             outcome.levels[system] = spec.level
