@@ -389,3 +389,92 @@ def test_a_dual_encoder_trains_on_negatives_a_trained_cross_encoder_denoised(
         file.write_text(text.replace(*change))
         assert main(["train", str(file)]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_pseudo_labels_follow_the_thresholds_strictly():
+    from dapr.training.augment import pseudo_labelled
+
+    queries = {"q": "query", "r": "other", "s": "third"}
+    run = Run.from_dict(
+        {
+            "q": {"A-0": 9.0, "A-1": 8.0, "A-2": 7.0, "A-3": 6.0},
+            "r": {"B-0": 5.0, "B-1": 4.0},
+            "s": {"A-3": 1.0},
+        }
+    )
+    given = {
+        ("query", "[A-0]"): 0.95,  # positive
+        ("query", "[A-1]"): 0.9,  # exactly at positive_above: not a positive
+        ("query", "[A-2]"): 0.05,  # negative
+        ("query", "[A-3]"): 0.1,  # exactly at negative_below: not a negative
+        ("other", "[B-0]"): 0.5,  # neither: r has no pseudo-positive
+        ("other", "[B-1]"): 0.0,
+        ("third", "[A-3]"): 0.99,  # positive, but s has no negative to pair it with
+    }
+    rows, counts = pseudo_labelled(run, queries, TEXTS, lambda pairs: [given[p] for p in pairs])
+    assert rows == [Example("query", "[A-0]", ("[A-2]",))]
+    assert counts == {
+        "queries": 3, "with_positive": 2, "positives": 2, "negatives": 2, "examples": 1
+    }  # fmt: skip
+    without = pseudo_labelled(run, queries, TEXTS, lambda p: [given[x] for x in p], negatives=0)
+    assert [r.positive for r in without[0]] == ["[A-0]", "[A-3]"]
+    for above, below, message in [(1.5, 0.1, "positive_above must be a probability"),
+                                  (0.1, 0.9, "is below negative_below")]:  # fmt: skip
+        with pytest.raises(DaprError, match=message):
+            pseudo_labelled(
+                run, queries, TEXTS, lambda p: [], positive_above=above, negative_below=below
+            )
+    with pytest.raises(DaprError, match="the augmentation source has no queries"):
+        pseudo_labelled(run, {}, TEXTS, lambda p: [])
+
+
+AUGMENTED = """
+name: tiny_augmented
+dataset: wiki-sample
+dataset_args: {{train_articles: 0.3}}
+train:
+  tiny-ce:
+    kind: cross
+    model: {model}
+    negatives: {{mined: bm25, count: 2}}
+    args: {{max_steps: 2, batch_size: 8, save_steps: 2}}
+  augmented:
+    model: {model}
+    augment:
+      split: dev
+      retriever: bm25
+      model: trained/tiny-ce
+      depth: 3
+      positive_above: 0.0
+      negative_below: 0.0
+    args: {{max_steps: 2, batch_size: 8}}
+retrievers:
+  bm25: {{name: bm25}}
+"""
+
+
+def test_a_dual_encoder_trains_on_pseudo_labelled_queries_of_another_split(
+    tiny_encoder, tmp_path, capsys
+):
+    text = AUGMENTED.format(model=tiny_encoder)
+    file = tmp_path / "augmented.yaml"
+    file.write_text(text)
+    assert main(["train", str(file)]) == 0
+    pointer = Path(os.environ["DAPR_HOME"]) / "trained" / "augmented.json"
+    card = json.loads(
+        (Path(json.loads(pointer.read_text())["path"]) / "dapr_training.json").read_text()
+    )
+    counts = card["augmentation"]
+    # every candidate scores above 0: each dev query's top 3 passages become positives
+    assert counts["split"] == "dev" and counts["positives"] == counts["examples"] > 0
+    assert counts["examples"] <= 3 * counts["queries"]
+    assert card["examples"] == counts["examples"] + 1584  # beside the 1,584 labelled ones
+    capsys.readouterr()
+    for change, message in [
+        (("split: dev", "split: nowhere"), "has no 'nowhere' split"),
+        (("negative_below: 0.0", "negative_below: 0.5"), "is below negative_below"),
+        (("negative_below: 0.0", "negative_below: 1.5"), "must be a probability in [0, 1]"),
+    ]:
+        file.write_text(text.replace(*change))
+        assert main(["train", str(file)]) == 2
+        assert message in capsys.readouterr().err

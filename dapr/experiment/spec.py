@@ -134,6 +134,10 @@ class TrainSpec:
     ``count: n``: the best unjudged passages of a retriever of the experiment over the split."""
     loss: str | None = None
     """``mnrl`` (the default for dual) or ``cached_mnrl``; ``bce`` for cross."""
+    augment: dict[str, Any] = field(default_factory=dict)
+    """RocketQA's pseudo-labels: ``split`` (its queries, judgements ignored), ``retriever`` (a
+    system of the experiment), ``model`` (a cross-encoder), ``depth``, ``positive_above`` and
+    ``negative_below``."""
     workers: int = 1
     """Ray Train workers for a dual encoder (one per GPU when the experiment's resources give
     ``gpus_per_job``): each batch is split among them and the loss sees all their passages."""

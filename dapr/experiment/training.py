@@ -28,6 +28,7 @@ from dapr.store.cache import content_key
 VERSION = "1"
 NEGATIVES = ("same_document", "mined", "count", "denoise")
 DENOISE = ("model", "below", "depth")
+AUGMENT = ("split", "retriever", "model", "depth", "positive_above", "negative_below")
 KINDS = ("dual", "cross")
 
 
@@ -73,6 +74,8 @@ def train_spec(name: Any, spec: Any, path: Path, retrievers: dict[str, Retriever
             f"{path}: {where}.negatives.mined: {mined!r} is not a passage-level retriever of "
             f"this experiment; choose from: {', '.join(choices) or 'none defined'}"
         )
+    if spec.get("augment"):
+        _check_augment(spec["augment"], retrievers, path, f"{where}.augment")
     workers = spec.get("workers", 1)
     if workers < 1 or (workers > 1 and kind == "cross"):
         raise ConfigError(
@@ -111,6 +114,31 @@ def _check_denoise(value: Any, negatives: dict, path: Path, where: str) -> None:
     except DaprError as e:
         raise ConfigError(f"{path}: {where}: {e}") from None
     depth = value.get("depth", 50)
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise ConfigError(f"{path}: {where}.depth must be a positive integer, got {depth!r}")
+
+
+def _check_augment(value: dict, retrievers: dict, path: Path, where: str) -> None:
+    from dapr.training.augment import check_thresholds
+
+    unknown = sorted(set(value) - set(AUGMENT))
+    if unknown:
+        raise ConfigError(
+            f"{path}: unknown key {f'{where}.{unknown[0]}'!r}; valid keys: {', '.join(AUGMENT)}"
+        )
+    for key in ("split", "retriever", "model"):
+        if not isinstance(value.get(key), str):
+            raise ConfigError(f"{path}: {where}.{key}: give a name (see the README's Training)")
+    if value["retriever"] not in retrievers or retrievers[value["retriever"]].level != "passage":
+        raise ConfigError(
+            f"{path}: {where}.retriever: {value['retriever']!r} is not a passage-level retriever "
+            f"of this experiment; choose from: {', '.join(retrievers) or 'none defined'}"
+        )
+    try:
+        check_thresholds(value.get("positive_above", 0.9), value.get("negative_below", 0.1))
+    except DaprError as e:
+        raise ConfigError(f"{path}: {where}: {e}") from None
+    depth = value.get("depth", 20)
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise ConfigError(f"{path}: {where}.depth must be a positive integer, got {depth!r}")
 
@@ -157,6 +185,25 @@ def _train_one(
         outcome = type(runner)(miner, cache).run(dataset, evaluate=())
         mined_run, mined_key = outcome.runs[mined_system], outcome.keys[mined_system]
     denoiser = spec.negatives.get("denoise")
+    augmented, augmented_key = None, None
+    if spec.augment:
+        if spec.augment["split"] not in dataset.splits:
+            raise DaprError(
+                f"train.{name}.augment.split: dataset {dataset.name!r} has no "
+                f"{spec.augment['split']!r} split; choose one of: {', '.join(dataset.splits)}"
+            )
+        retriever = spec.augment["retriever"]
+        source = replace(
+            experiment,
+            split=spec.augment["split"],
+            retrievers={retriever: experiment.retrievers[retriever]},
+            fusion={},
+            maxp=(),
+            sweep=None,
+            train={},
+        )
+        outcome = type(runner)(source, cache).run(dataset, evaluate=())
+        augmented, augmented_key = outcome.runs[retriever], outcome.keys[retriever]
     key = content_key(
         spec.kind,
         VERSION,
@@ -170,6 +217,9 @@ def _train_one(
         spec.negatives,
         mined_key,
         revision(denoiser["model"]) if denoiser else None,
+        spec.augment,
+        augmented_key,
+        revision(spec.augment["model"]) if spec.augment else None,
         spec.loss,
         dataclasses.asdict(settings),
     )
@@ -193,12 +243,19 @@ def _train_one(
                 spec.negatives.get("count", 1 if mined_run is not None else 0),
                 settings.seed,
             )
+            augmentation = None
+            if augmented is not None:
+                queries = dataset.split(spec.augment["split"]).queries
+                pseudo, augmentation = _pseudo(spec.augment, augmented, queries, texts, rows)
+                rows += pseudo
             since = progress.started("train", name, f"{len(rows):,} examples")
             with cache.writing("models", key, resume=True) as entry:
                 gpus = experiment.resources.get("gpus_per_job", 0)
                 record = _fit(spec, rows, entry, settings, progress.line, gpus)
                 if denoising is not None:
                     record["denoising"] = denoising
+                if augmentation is not None:
+                    record["augmentation"] = augmentation
                 _card(entry, name, spec, dataset, record)
                 for old in (entry / "checkpoints").glob("checkpoint-*"):
                     _remove_tree(old)
@@ -226,6 +283,33 @@ def _denoised(denoiser: dict, mined: Any, split: Any, texts: dict) -> tuple[Any,
     counts = {"model": denoiser["model"], "below": below, "depth": depth}
     counts |= {"scored": list(done.scored), "removed": list(done.removed)}
     return done.run, counts
+
+
+def _pseudo(augment: dict, run: Any, queries: dict, texts: dict, rows: list) -> tuple[list, dict]:
+    """Pseudo-labelled examples from the cross-encoder ``augment`` names, each with as many
+    negatives as the labelled ``rows`` have, and the counts for the model card."""
+    from sentence_transformers import CrossEncoder
+
+    from dapr.checkpoints import load
+    from dapr.training.augment import pseudo_labelled
+
+    model = load(CrossEncoder, augment["model"])
+
+    def score(pairs):
+        return model.predict(list(pairs), batch_size=32, show_progress_bar=False)
+
+    negatives = min(len(row.negatives) for row in rows)
+    pseudo, counts = pseudo_labelled(
+        run,
+        queries,
+        texts,
+        score,
+        augment.get("depth", 20),
+        augment.get("positive_above", 0.9),
+        augment.get("negative_below", 0.1),
+        negatives,
+    )
+    return pseudo, {"model": augment["model"], "split": augment["split"], **counts}
 
 
 def _fit(
