@@ -136,3 +136,17 @@ def test_identity_and_arguments(tiny):
     with pytest.raises(DaprError, match="top_k must be at least 1"):
         Rerank(top_k=0)
     assert Rerank.presets["minilm"].args["model"] == "cross-encoder/ms-marco-MiniLM-L-6-v2"
+
+
+def test_a_rerank_depth_of_zero_stops_the_file_before_any_work(tmp_path, capsys):
+    from dapr.cli import main
+
+    file = tmp_path / "zero.yaml"
+    file.write_text(
+        "name: zero\ndataset: wiki-sample\nretrievers:\n  bm25: {name: bm25}\n"
+        "  ce: {name: rerank, first_stage: bm25, args: {top_k: 0}}\n"
+    )
+    assert main(["run", str(file), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert f"{file}: retrievers.ce.args: reranker 'rerank': top_k must be at least 1" in error
+    assert not (tmp_path / "out").exists()  # refused when the file was read

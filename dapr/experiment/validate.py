@@ -116,8 +116,7 @@ def validate(raw: dict, path: Path) -> Experiment:
 
 
 def _name(name: str, path: Path) -> str:
-    """The experiment's name: the folder its results go to under ``results/`` (a grid adds
-    ``/<dataset>``), so no part may climb out of it, hide, or hold a separator."""
+    """The results folder's name: no part may climb out of ``results/``, hide, or hold a ``/``."""
     for part in name.split("/"):
         if (
             part in ("", ".", "..")
@@ -243,6 +242,8 @@ def _retriever(
         lambda: with_preset(spec["name"], factory, spec.get("args", {}), level),
     )
     check_args(factory, args, path, f"{where}.args")
+    if first_stage is not None:  # a reranker checks its settings at once (loads its model later)
+        _wrap(path, f"{where}.args", lambda: factory(**args))
     steps = context_steps(spec.get("contextualizer"), path, f"{where}.contextualizer")
     if steps and level == "document":
         raise ConfigError(
@@ -303,8 +304,7 @@ def _check_stage(
     path: Path,
     where: str,
 ) -> None:
-    """A reranker needs a ``first_stage`` system defined before it, at the same level; a
-    retriever takes none."""
+    """A reranker needs an earlier ``first_stage`` system at its level; a retriever, none."""
     reranks = isinstance(factory, Reranker)
     if reranks and first_stage is None:
         raise ConfigError(
@@ -333,8 +333,8 @@ def _check_stage(
 def _fusion(
     spec: Any, path: Path, where: str, systems: dict[str, RetrieverSpec], raw_systems: dict
 ) -> FusionSpec:
-    """``{name, document, passage, args}`` or ``{name, passages: [a, b], args}``; ``args``
-    missing a value the passage system's preset tuned for this fuser take the preset's."""
+    """``{name, document, passage, args}`` or ``{name, passages: [a, b], args}``; the passage
+    system's preset fills in what it tuned for this fuser."""
     check_fields(spec, FusionSpec, path, where)
     if "name" not in spec:
         raise ConfigError(f"{path}: {where}: missing key 'name' (a registered fuser)")
