@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tiny_models import tiny_bert
+from tiny_models import tiny_bert, trained_card
 
 from dapr.cli import main
 from dapr.data import Corpus, Document, Passage, Run
@@ -232,10 +232,7 @@ def test_a_trained_cross_encoder_reranks_a_first_stage(tiny_encoder, tmp_path, c
     assert main(["run", str(file), "--out", str(tmp_path / "out")]) == 0
     log = capsys.readouterr().out
     assert "train  tiny-ce" in log and "rerank reranked" in log
-    pointer = Path(os.environ["DAPR_HOME"]) / "trained" / "tiny-ce.json"
-    card = json.loads(
-        (Path(json.loads(pointer.read_text())["path"]) / "dapr_training.json").read_text()
-    )
+    card = trained_card("tiny-ce")
     assert card["kind"] == "cross" and card["loss"] == "bce" and card["steps"] == 2
     # two BM25-mined negatives per example, labelled 0: three (query, passage) rows each
     assert card["negatives_per_example"] == 2 and card["examples"] % 3 == 0
@@ -363,10 +360,7 @@ def test_a_dual_encoder_trains_on_negatives_a_trained_cross_encoder_denoised(
     text = DENOISED.format(model=tiny_encoder)
     file.write_text(text)
     assert main(["train", str(file)]) == 0  # the cross-encoder first, then the dual encoder
-    pointer = Path(os.environ["DAPR_HOME"]) / "trained" / "denoised.json"
-    card = json.loads(
-        (Path(json.loads(pointer.read_text())["path"]) / "dapr_training.json").read_text()
-    )
+    card = trained_card("denoised")
     counts = card["denoising"]
     assert (counts["model"], counts["below"], counts["depth"]) == ("trained/tiny-ce", 0.6, 4)
     assert len(counts["scored"]) == len(counts["removed"]) == 4 and counts["scored"][0] > 0
@@ -460,10 +454,7 @@ def test_a_dual_encoder_trains_on_pseudo_labelled_queries_of_another_split(
     file = tmp_path / "augmented.yaml"
     file.write_text(text)
     assert main(["train", str(file)]) == 0
-    pointer = Path(os.environ["DAPR_HOME"]) / "trained" / "augmented.json"
-    card = json.loads(
-        (Path(json.loads(pointer.read_text())["path"]) / "dapr_training.json").read_text()
-    )
+    card = trained_card("augmented")
     counts = card["augmentation"]
     # every candidate scores above 0: each dev query's top 3 passages become positives
     assert counts["split"] == "dev" and counts["positives"] == counts["examples"] > 0

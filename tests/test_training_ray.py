@@ -5,7 +5,6 @@ gradient-cached loss computes on a single device); and a whole training runs on 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -124,16 +123,15 @@ retrievers:
 def test_dapr_train_runs_a_train_block_on_ray_workers_with_dense_mined_negatives(
     local_ray, tiny_model, tmp_path, capsys
 ):
+    from tiny_models import trained_card
+
     from dapr.cli import main
 
     file = tmp_path / "ray.yaml"
     file.write_text(RAY_EXPERIMENT.format(model=tiny_model))
     assert main(["train", str(file)]) == 0
     assert "trained/on-workers" in capsys.readouterr().out
-    pointer = Path(os.environ["DAPR_HOME"]) / "trained" / "on-workers.json"
-    card = json.loads(
-        (Path(json.loads(pointer.read_text())["path"]) / "dapr_training.json").read_text()
-    )
+    card = trained_card("on-workers")
     # two workers of 4 examples a step; each example with one dense-mined negative
     assert card["steps"] == 2 and card["negatives_per_example"] == 1
     assert card["negatives"] == {"mined": "dense", "count": 1}

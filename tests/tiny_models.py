@@ -1,7 +1,10 @@
-"""Tiny randomly initialised BERT models built on the spot, for offline tests of model wiring."""
+"""Tiny randomly initialised BERT models built on the spot, for offline tests of model wiring,
+and the card of a model `dapr train` stored."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -58,3 +61,10 @@ def tiny_bert(
     }[head]
     model_class(config).save_pretrained(path)
     return path
+
+
+def trained_card(name: str) -> dict:
+    """The model card of ``trained/<name>`` as `dapr train` stored it."""
+    pointer = Path(os.environ["DAPR_HOME"]) / "trained" / f"{name}.json"
+    model = Path(json.loads(pointer.read_text())["path"])
+    return json.loads((model / "dapr_training.json").read_text())

@@ -5,7 +5,6 @@ too, before retrieval)."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 
@@ -54,8 +53,7 @@ def _train(args: argparse.Namespace) -> int:
         runner = Runner(experiment)
         print(f"{experiment.name}: training on {dataset.name}")
         for done in train_models(experiment, runner, dataset):
-            path = runner.cache.path("models", done["key"])
-            card = json.loads((path / "model" / "dapr_training.json").read_text())
+            path, card = runner.cache.path("models", done["key"]), done["card"]
             print(
                 f"  trained/{done['name']:<24} {done['status']:<8} {done['seconds']:7.1f}s  "
                 f"{card['examples']:,} examples, {card['steps']} steps, "

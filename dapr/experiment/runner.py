@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import json
 import os
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -88,8 +87,7 @@ class Runner:
         outcome = Outcome(exp, dataset)
         for done in train_models(exp, self, dataset):  # models the retrievers may use
             outcome.steps.append(Step("train", done["name"], done["status"], done["seconds"]))
-            card = self.cache.path("models", done["key"]) / "model" / "dapr_training.json"
-            outcome.trained[done["name"]] = {"key": done["key"], **json.loads(card.read_text())}
+            outcome.trained[done["name"]] = {"key": done["key"], **done["card"]}
         for system, spec in exp.retrievers.items():
             outcome.runs[system] = self._retrieve(outcome, system, spec, split.queries)
             outcome.levels[system] = spec.level

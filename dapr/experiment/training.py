@@ -145,7 +145,7 @@ def _check_augment(value: dict, retrievers: dict, path: Path, where: str) -> Non
 
 def train_models(experiment: Experiment, runner: Any, dataset: Dataset) -> list[dict]:
     """Each model of the experiment's ``train:`` block, trained or found in ``runner``'s cache,
-    then named ``trained/<name>``; one record per model (name, key, status, seconds). The
+    then named ``trained/<name>``; one record per model (name, key, status, seconds, its card). The
     runner contextualizes the passages and runs the retrievers that mine negatives."""
     return [
         _train_one(experiment, runner, dataset, name, spec)
@@ -173,17 +173,7 @@ def _train_one(
     mined_system = spec.negatives.get("mined")
     mined_run, mined_key = None, None
     if mined_system is not None:
-        miner = replace(
-            experiment,
-            split=spec.split,
-            retrievers={mined_system: experiment.retrievers[mined_system]},
-            fusion={},
-            maxp=(),
-            sweep=None,
-            train={},
-        )
-        outcome = type(runner)(miner, cache).run(dataset, evaluate=())
-        mined_run, mined_key = outcome.runs[mined_system], outcome.keys[mined_system]
+        mined_run, mined_key = _run_on(experiment, runner, dataset, mined_system, spec.split)
     denoiser = spec.negatives.get("denoise")
     augmented, augmented_key = None, None
     if spec.augment:
@@ -192,18 +182,9 @@ def _train_one(
                 f"train.{name}.augment.split: dataset {dataset.name!r} has no "
                 f"{spec.augment['split']!r} split; choose one of: {', '.join(dataset.splits)}"
             )
-        retriever = spec.augment["retriever"]
-        source = replace(
-            experiment,
-            split=spec.augment["split"],
-            retrievers={retriever: experiment.retrievers[retriever]},
-            fusion={},
-            maxp=(),
-            sweep=None,
-            train={},
+        augmented, augmented_key = _run_on(
+            experiment, runner, dataset, spec.augment["retriever"], spec.augment["split"]
         )
-        outcome = type(runner)(source, cache).run(dataset, evaluate=())
-        augmented, augmented_key = outcome.runs[retriever], outcome.keys[retriever]
     key = content_key(
         spec.kind,
         VERSION,
@@ -262,23 +243,44 @@ def _train_one(
             progress.finished("train", name, since, f"{record['steps']} steps")
     path = cache.path("models", key) / "model"
     _point(name, path)
-    return {"name": name, "key": key, "status": status, "seconds": time.perf_counter() - started}
+    card = json.loads((path / "dapr_training.json").read_text())
+    seconds = time.perf_counter() - started
+    return {"name": name, "key": key, "status": status, "seconds": seconds, "card": card}
+
+
+def _run_on(experiment: Experiment, runner: Any, dataset: Dataset, system: str, split: str):
+    """The run of the experiment's ``system`` over the queries of ``split`` (cached as any run
+    is), and its cache key."""
+    alone = replace(
+        experiment,
+        split=split,
+        retrievers={system: experiment.retrievers[system]},
+        fusion={},
+        maxp=(),
+        sweep=None,
+        train={},
+    )
+    outcome = type(runner)(alone, runner.cache).run(dataset, evaluate=())
+    return outcome.runs[system], outcome.keys[system]
+
+
+def _cross_scorer(name: str):
+    """Relevance probabilities of (query, passage) pairs by the cross-encoder ``name``."""
+    from sentence_transformers import CrossEncoder
+
+    from dapr.checkpoints import load
+
+    model = load(CrossEncoder, name)
+    return lambda pairs: model.predict(list(pairs), batch_size=32, show_progress_bar=False)
 
 
 def _denoised(denoiser: dict, mined: Any, split: Any, texts: dict) -> tuple[Any, dict]:
     """The mined run without what the cross-encoder ``denoiser`` names scores at or above
     its threshold, and the counts per rank (for the model card)."""
-    from sentence_transformers import CrossEncoder
-
-    from dapr.checkpoints import load
     from dapr.training.denoise import denoise
 
-    model = load(CrossEncoder, denoiser["model"])
     below, depth = denoiser.get("below", 0.1), denoiser.get("depth", 50)
-
-    def score(pairs):
-        return model.predict(list(pairs), batch_size=32, show_progress_bar=False)
-
+    score = _cross_scorer(denoiser["model"])
     done = denoise(mined, split.queries, split.qrels, texts, score, below, depth)
     counts = {"model": denoiser["model"], "below": below, "depth": depth}
     counts |= {"scored": list(done.scored), "removed": list(done.removed)}
@@ -288,22 +290,14 @@ def _denoised(denoiser: dict, mined: Any, split: Any, texts: dict) -> tuple[Any,
 def _pseudo(augment: dict, run: Any, queries: dict, texts: dict, rows: list) -> tuple[list, dict]:
     """Pseudo-labelled examples from the cross-encoder ``augment`` names, each with as many
     negatives as the labelled ``rows`` have, and the counts for the model card."""
-    from sentence_transformers import CrossEncoder
-
-    from dapr.checkpoints import load
     from dapr.training.augment import pseudo_labelled
-
-    model = load(CrossEncoder, augment["model"])
-
-    def score(pairs):
-        return model.predict(list(pairs), batch_size=32, show_progress_bar=False)
 
     negatives = min(len(row.negatives) for row in rows)
     pseudo, counts = pseudo_labelled(
         run,
         queries,
         texts,
-        score,
+        _cross_scorer(augment["model"]),
         augment.get("depth", 20),
         augment.get("positive_above", 0.9),
         augment.get("negative_below", 0.1),

@@ -5,16 +5,12 @@ result re-ranks in ``dapr run`` as ``{name: rerank, args: {model: trained/<name>
 
 from __future__ import annotations
 
-import json
-import sys
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from dapr.errors import DaprError
-from dapr.training.dual import Settings, last_checkpoint, progress_callback
+from dapr.training.dual import Settings, fit
 from dapr.training.examples import Example
 
 ROCKETQA = Settings(learning_rate=1e-5)
@@ -51,7 +47,6 @@ def train_cross_encoder(
         CrossEncoderTrainingArguments,
         losses,
     )
-    from transformers.trainer_callback import PrinterCallback
 
     if loss not in LOSSES:
         raise DaprError(f"training: unknown cross-encoder loss {loss!r}; choose from: bce")
@@ -62,49 +57,15 @@ def train_cross_encoder(
         )
     if settings.max_length is not None:
         model.max_length = settings.max_length
-    data = Dataset.from_dict(pairs(rows))
-    checkpoints = out / "checkpoints"
-    arguments = CrossEncoderTrainingArguments(
-        output_dir=str(checkpoints),
-        num_train_epochs=settings.epochs,
-        max_steps=settings.max_steps,
-        per_device_train_batch_size=settings.batch_size,
-        learning_rate=settings.learning_rate,
-        warmup_ratio=settings.warmup_ratio,
-        seed=settings.seed,
-        data_seed=settings.seed,
-        save_strategy="steps",
-        save_steps=settings.save_steps,
-        save_total_limit=2,
-        logging_steps=max(1, settings.save_steps // 5),
-        report_to="none",
-        disable_tqdm=not sys.stderr.isatty(),
-        use_cpu=model.device.type == "cpu",
-    )
     trainer = CrossEncoderTrainer(
         model=model,
-        args=arguments,
-        train_dataset=data,
+        args=CrossEncoderTrainingArguments(
+            **settings.trainer_arguments(out), use_cpu=model.device.type == "cpu"
+        ),
+        train_dataset=Dataset.from_dict(pairs(rows)),
         loss=losses.BinaryCrossEntropyLoss(model),
-        callbacks=[progress_callback(log)] if log else None,
     )
-    if log is not None:
-        trainer.remove_callback(PrinterCallback)
-    resume = last_checkpoint(checkpoints)
-    started = time.perf_counter()
-    result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-    model.save(str(out / "model"))
-    record = {
-        "kind": "cross",
-        "loss": loss,
-        "settings": asdict(settings),
-        "examples": len(data),
-        "negatives_per_example": max(len(r.negatives) for r in rows),
-        "steps": result.global_step,
-        "training_loss": result.training_loss,
-        "resumed": resume is not None,
-        "seconds": round(time.perf_counter() - started, 3),
-        "log": [entry for entry in trainer.state.log_history if "loss" in entry],
-    }
-    (out / "training.json").write_text(json.dumps(record, indent=2))
-    return record
+    negatives = max(len(r.negatives) for r in rows)
+    return fit(
+        trainer, model, out, settings, log, kind="cross", loss=loss, negatives_per_example=negatives
+    )

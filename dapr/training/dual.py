@@ -52,6 +52,26 @@ class Settings:
                 f"got {self.epochs}, {self.learning_rate}, {self.warmup_ratio}"
             )
 
+    def trainer_arguments(self, out: Path) -> dict[str, Any]:
+        """What every dapr trainer is given: these settings, checkpoints under
+        ``out/checkpoints`` (the last two kept), a log entry every fifth of ``save_steps``."""
+        return {
+            "output_dir": str(out / "checkpoints"),
+            "num_train_epochs": self.epochs,
+            "max_steps": self.max_steps,
+            "per_device_train_batch_size": self.batch_size,
+            "learning_rate": self.learning_rate,
+            "warmup_ratio": self.warmup_ratio,
+            "seed": self.seed,
+            "data_seed": self.seed,
+            "save_strategy": "steps",
+            "save_steps": self.save_steps,
+            "save_total_limit": 2,
+            "logging_steps": max(1, self.save_steps // 5),
+            "report_to": "none",
+            "disable_tqdm": not sys.stderr.isatty(),
+        }
+
 
 def columns(rows: Sequence[Example]) -> dict[str, list[str]]:
     """The rows as the trainer's dataset columns: anchor, positive, negative_1..n."""
@@ -104,25 +124,11 @@ def train_dual_encoder(
     if settings.max_length is not None:
         model.max_seq_length = settings.max_length
     data = Dataset.from_dict(columns(rows))
-    checkpoints = out / "checkpoints"
     arguments = SentenceTransformerTrainingArguments(
-        output_dir=str(checkpoints),
-        num_train_epochs=settings.epochs,
-        max_steps=settings.max_steps,
-        per_device_train_batch_size=settings.batch_size,
-        learning_rate=settings.learning_rate,
-        warmup_ratio=settings.warmup_ratio,
-        seed=settings.seed,
-        data_seed=settings.seed,
-        save_strategy="steps",
-        save_steps=settings.save_steps,
-        save_total_limit=2,
-        logging_steps=max(1, settings.save_steps // 5),
-        report_to="none",
+        **settings.trainer_arguments(out),
         batch_sampler=BatchSamplers.NO_DUPLICATES,
         prompts=_prompts(model, list(data.column_names)),
         router_mapping=_routes(model, list(data.column_names)),
-        disable_tqdm=not sys.stderr.isatty(),
         use_cpu=model.device.type == "cpu",
     )
     trainer = SentenceTransformerTrainer(
@@ -130,31 +136,43 @@ def train_dual_encoder(
         args=arguments,
         train_dataset=data,
         loss=make_loss(loss, model, settings, gather),
-        callbacks=[progress_callback(log)] if log else None,
     )
+    negatives = len(data.column_names) - 2
+    return fit(trainer, model, out, settings, log, loss=loss, negatives_per_example=negatives)
+
+
+def fit(
+    trainer: Any,
+    model: Any,
+    out: Path,
+    settings: Settings,
+    log: Callable[[str], None] | None,
+    **about: Any,
+) -> dict[str, Any]:
+    """Run ``trainer`` from the last complete checkpoint under ``out`` (if any); the first
+    worker saves ``model`` to ``out/model`` and the training record (``about``, the settings,
+    steps, loss per logged step) to ``out/training.json``, which is returned."""
     if log is not None:  # our lines replace the trainer's printed dictionaries
         from transformers.trainer_callback import PrinterCallback
 
         trainer.remove_callback(PrinterCallback)
-    resume = last_checkpoint(checkpoints)
+        trainer.add_callback(progress_callback(log))
+    resume = last_checkpoint(out / "checkpoints")
     started = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-    seconds = time.perf_counter() - started
-    if not trainer.is_world_process_zero():
-        return {"steps": result.global_step, "training_loss": result.training_loss}
-    model.save(str(out / "model"))
     record = {
-        "loss": loss,
+        **about,
         "settings": asdict(settings),
-        "examples": len(data),
-        "negatives_per_example": len(data.column_names) - 2,
+        "examples": len(trainer.train_dataset),
         "steps": result.global_step,
         "training_loss": result.training_loss,
         "resumed": resume is not None,
-        "seconds": round(seconds, 3),
+        "seconds": round(time.perf_counter() - started, 3),
         "log": [entry for entry in trainer.state.log_history if "loss" in entry],
     }
-    (out / "training.json").write_text(json.dumps(record, indent=2))
+    if trainer.is_world_process_zero():
+        model.save(str(out / "model"))
+        (out / "training.json").write_text(json.dumps(record, indent=2))
     return record
 
 
