@@ -121,3 +121,22 @@ def local_ray():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder(tmp_path_factory) -> Path:
+    """A 2-layer BERT with a vocabulary of wiki-sample, saved as a sentence-transformers model."""
+    from sentence_transformers import SentenceTransformer, models
+    from tiny_models import tiny_bert
+
+    from dapr.datasets import load_dataset
+
+    wiki = load_dataset("wiki-sample")
+    texts = [p.text for d in wiki.corpus for p in d.passages]
+    texts += [d.title for d in wiki.corpus] + list(wiki.split("test").queries.values())
+    root = tmp_path_factory.mktemp("tiny-encoder")
+    bert = tiny_bert(root / "bert", texts, hidden=32)
+    transformer = models.Transformer(str(bert), max_seq_length=64)
+    pooling = models.Pooling(transformer.get_word_embedding_dimension(), "mean")
+    SentenceTransformer(modules=[transformer, pooling], device="cpu").save(str(root / "model"))
+    return root / "model"

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tiny_models import tiny_bert, trained_card
+from tiny_models import trained_card
 
 from dapr.cli import main
 from dapr.data import Corpus, Document, Passage, Run
@@ -61,24 +61,6 @@ def test_mined_negatives_come_first_in_run_order_then_same_document():
 def test_no_positive_is_one_clear_error():
     with pytest.raises(DaprError, match="no query has a passage judged 3 or better"):
         examples({"q": "query"}, {"q": {"A-0": 1}}, TEXTS, CORPUS, min_grade=3)
-
-
-@pytest.fixture(scope="module")
-def tiny_encoder(tmp_path_factory) -> Path:
-    """A 2-layer BERT with a vocabulary of wiki-sample, saved as a sentence-transformers model."""
-    from sentence_transformers import SentenceTransformer, models
-
-    from dapr.datasets import load_dataset
-
-    wiki = load_dataset("wiki-sample")
-    texts = [p.text for d in wiki.corpus for p in d.passages]
-    texts += [d.title for d in wiki.corpus] + list(wiki.split("test").queries.values())
-    root = tmp_path_factory.mktemp("tiny-encoder")
-    bert = tiny_bert(root / "bert", texts, hidden=32)
-    transformer = models.Transformer(str(bert), max_seq_length=64)
-    pooling = models.Pooling(transformer.get_word_embedding_dimension(), "mean")
-    SentenceTransformer(modules=[transformer, pooling], device="cpu").save(str(root / "model"))
-    return root / "model"
 
 
 EXPERIMENT = """

@@ -21,10 +21,15 @@ def add(commands: argparse._SubParsersAction) -> None:
         help="override a setting, e.g. --set split=dev or --set fusion.f.args.alpha=0.3",
     )
     run.add_argument(
+        "--variant",
+        metavar="NAME",
+        help="apply the overrides the file's variants: gives NAME (e.g. full), before any --set",
+    )
+    run.add_argument(
         "--out",
         type=Path,
         help="output directory (default results/<experiment>, and results/<experiment>@<the "
-        "--set overrides> when there are any)",
+        "variant and --set overrides> when there are any)",
     )
     run.add_argument(
         "--overwrite",
@@ -49,12 +54,12 @@ def _run(args: argparse.Namespace) -> int:
     from dapr.experiment.config import load_grid
     from dapr.experiment.results import check_output
 
-    experiments = load_grid(args.file, args.overrides)
+    experiments = load_grid(args.file, args.overrides, args.variant)
     outs = []
     for experiment in experiments:
         # one experiment per dataset of a grid, named <name>/<dataset>: a directory each
         name, _, dataset = experiment.name.partition("/")
-        out = args.out or Path("results") / (name + overridden(args.overrides))
+        out = args.out or Path("results") / (name + overridden(args.overrides, args.variant))
         outs.append(out / dataset if dataset else out)
         check_output(outs[-1], experiment, args.overwrite)  # before any work
     if args.ray or args.ray_address:
@@ -64,13 +69,13 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def overridden(overrides: list[str]) -> str:
-    """``@key=value,...`` naming the ``--set`` overrides of a run ('' without any), so that
-    results of another configuration go to a folder of their own; a long list is cut and
-    completed by a hash of all of it."""
-    if not overrides:
+def overridden(overrides: list[str], variant: str | None = None) -> str:
+    """``@variant,key=value,...`` naming the variant and ``--set`` overrides of a run ('' without
+    any), so that results of another configuration go to a folder of their own; a long list is
+    cut and completed by a hash of all of it."""
+    if not overrides and not variant:
         return ""
-    text = ",".join(overrides)
+    text = ",".join([variant] * bool(variant) + list(overrides))
     safe = "".join(c if c.isalnum() or c in "-_.=,+" else "_" for c in text)
     if len(safe) > 80:
         safe = safe[:60] + "-" + hashlib.sha256(text.encode()).hexdigest()[:12]
@@ -116,6 +121,8 @@ def _run_one(experiment, out: Path) -> None:
     if swept is not None:
         print(sweep.markdown(swept))
     print(summary.markdown(outcome))
+    if outcome.trained:
+        print(summary.training_markdown(outcome.trained))
     if outcome.costs:
         print(summary.cost_markdown(summary.cost_rows(outcome.costs, outcome)))
     print(f"results written to {out}")

@@ -29,6 +29,11 @@ def add(commands: argparse._SubParsersAction) -> None:
         help="override a setting, e.g. --set train.wiki-title.args.epochs=2",
     )
     train.add_argument(
+        "--variant",
+        metavar="NAME",
+        help="apply the overrides the file's variants: gives NAME (e.g. full), before any --set",
+    )
+    train.add_argument(
         "--ray-address",
         metavar="ADDR",
         help="train models with workers: N on the Ray cluster at ADDR (auto, or "
@@ -45,7 +50,7 @@ def _train(args: argparse.Namespace) -> int:
 
     if args.ray_address:
         os.environ["RAY_ADDRESS"] = args.ray_address
-    experiments = load_grid(args.file, args.overrides)
+    experiments = load_grid(args.file, args.overrides, args.variant)
     if not any(e.train for e in experiments):
         raise DaprError(f"{args.file}: no train: block; name the models to train under train:")
     for experiment in experiments:

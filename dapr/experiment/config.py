@@ -1,5 +1,10 @@
-"""Read an experiment file: YAML, ``--set key.sub=value`` overrides, a ``dataset:`` list as a
-grid; then :func:`dapr.experiment.validate.validate` into an :class:`Experiment`."""
+"""Read an experiment file: YAML, a named variant of it, ``--set key.sub=value`` overrides, a
+``dataset:`` list as a grid; then :func:`dapr.experiment.validate.validate` into an
+:class:`Experiment`.
+
+A file's ``variants:`` name sets of overrides written into the file, e.g. the full-size version
+of a laptop-sized experiment: ``variants: {full: {dataset: MSMARCO, train.de.model: ...}}``,
+chosen with ``--variant full`` and applied before any ``--set``."""
 
 from __future__ import annotations
 
@@ -12,12 +17,28 @@ from dapr.experiment.spec import Experiment
 from dapr.experiment.validate import validate
 
 
-def load(path: Path, overrides: list[str] = ()) -> Experiment:
+def load(path: Path, overrides: list[str] = (), variant: str | None = None) -> Experiment:
     """Read, override (``key.sub=value``, values parsed as YAML) and validate an experiment file."""
+    return validate(_overridden(path, overrides, variant), path)
+
+
+def _overridden(path: Path, overrides: list[str], variant: str | None) -> dict:
     raw = _read(path)
+    variants = raw.pop("variants", {})
+    if not isinstance(variants, dict) or not all(isinstance(v, dict) for v in variants.values()):
+        raise ConfigError(
+            f"{path}: variants: give a mapping of names to overrides, e.g. "
+            "{full: {dataset: MSMARCO, split: dev}}"
+        )
+    if variant is not None:
+        if variant not in variants:
+            have = ", ".join(map(str, variants)) or "none"
+            raise ConfigError(f"{path}: --variant {variant}: no such variant; the file has: {have}")
+        for key, value in variants[variant].items():
+            _assign(raw, str(key), value, path, f"variants.{variant}")
     for assignment in overrides:
         _override(raw, assignment, path)
-    return validate(raw, path)
+    return raw
 
 
 MAX_BYTES = 1 << 20
@@ -102,27 +123,33 @@ def _override(raw: dict, assignment: str, path: Path) -> None:
     key, sep, value = assignment.partition("=")
     if not sep or not key:
         raise ConfigError(f"--set {assignment!r}: write it as key=value, e.g. --set split=dev")
-    *parents, last = key.split(".")
-    node = raw
-    for part in parents:
-        node = node.setdefault(part, {})
-        if not isinstance(node, dict):
-            raise ConfigError(f"{path}: --set {key}: {part!r} is not a mapping")
     try:
-        node[last] = yaml.safe_load(value) if value else ""
+        parsed = yaml.safe_load(value) if value else ""
     except yaml.YAMLError:
         raise ConfigError(
             f"--set {assignment!r}: the value is not valid YAML; quote it, e.g. --set "
             f"'{key}=\"{value}\"'"
         ) from None
+    _assign(raw, key, parsed, path, "--set")
 
 
-def load_grid(path: Path, overrides: list[str] = ()) -> list[Experiment]:
+def _assign(raw: dict, key: str, value: object, path: Path, where: str) -> None:
+    """Set the dotted ``key`` of ``raw`` to ``value``, making mappings on the way."""
+    *parents, last = key.split(".")
+    node = raw
+    for part in parents:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{path}: {where} {key}: {part!r} is not a mapping")
+    node[last] = value
+
+
+def load_grid(
+    path: Path, overrides: list[str] = (), variant: str | None = None
+) -> list[Experiment]:
     """Like :func:`load`, for a file whose ``dataset`` may be a list: one experiment per
     dataset, each named ``<name>/<dataset>``."""
-    raw = _read(path)
-    for assignment in overrides:
-        _override(raw, assignment, path)
+    raw = _overridden(path, overrides, variant)
     datasets = raw.get("dataset")
     if not isinstance(datasets, list):
         return [validate(raw, path)]

@@ -57,7 +57,7 @@ def manifest(outcome: Outcome, started: float, finished: float) -> dict[str, Any
         "started": _iso(started),
         "finished": _iso(finished),
         "keys": dict(outcome.keys),
-        "trained": {name: card["key"] for name, card in outcome.trained.items()},
+        "trained": {name: trained(name, card) for name, card in outcome.trained.items()},
         "packages": package_versions(),
         "git": git_revision(Path(__file__).resolve().parents[1]),
         "python": platform.python_version(),
@@ -65,6 +65,23 @@ def manifest(outcome: Outcome, started: float, finished: float) -> dict[str, Any
         "hostname": socket.gethostname(),
         "hardware": {"cpus": os.cpu_count(), "memory_bytes": _memory(), "gpus": _gpus()},
     }
+
+
+def trained(name: str, card: dict) -> dict[str, Any]:
+    """A trained model in the manifest: its cache key, the files of the results that report on
+    it, and what augmentation added to its training data."""
+    files = ["training.json", "training.md"]
+    if "denoising" in card:
+        files += [f"{denoising_figure(name)}.png", f"{denoising_figure(name)}.pdf"]
+    entry = {"key": card["key"], "files": files}
+    if "augmentation" in card:
+        entry["augmentation"] = card["augmentation"]
+    return entry
+
+
+def denoising_figure(name: str) -> str:
+    """The results' plot (without suffix) of what denoising removed from ``name``'s negatives."""
+    return f"denoising-{name}"
 
 
 def plain(value: Any) -> Any:

@@ -23,6 +23,7 @@ from typing import Any
 from dapr.analysis.table import Result, result_from_metrics
 from dapr.errors import DaprError, os_error
 from dapr.experiment import summary
+from dapr.experiment.manifest import denoising_figure
 from dapr.experiment.runner import Outcome
 from dapr.experiment.spec import Experiment
 from dapr.experiment.sweep import SweepResult
@@ -220,13 +221,14 @@ def _write_training(trained: dict[str, dict], out: Path) -> None:
     """``training.json`` (each trained model's card) and, for denoised negatives, the share of
     candidates the cross-encoder removed at each rank (RocketQA's Figure 5)."""
     _write_text(out / "training.json", json.dumps(trained, indent=1) + "\n")
+    _write_text(out / "training.md", summary.training_markdown(trained))
     for name, card in trained.items():
         if "denoising" in card:
             from dapr.analysis.plots import denoising_plot
 
             counts = card["denoising"]
             denoising_plot(
-                counts["scored"], counts["removed"], counts["below"], out / f"denoising-{name}"
+                counts["scored"], counts["removed"], counts["below"], out / denoising_figure(name)
             )
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dapr.errors import ConfigError
+from dapr.errors import ConfigError, DaprError
 from dapr.evaluation import DEFAULT_METRICS
 from dapr.experiment.chain import ContextStep
 
@@ -146,6 +146,15 @@ class TrainSpec:
 
 
 @dataclass(frozen=True)
+class Published:
+    """A paper's numbers, printed beside the experiment's own for the systems that stand in
+    for its rows: ``values[system][metric]``, as fractions like dapr's (32.39% is 0.3239)."""
+
+    source: str
+    values: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Experiment:
     name: str
     dataset: str
@@ -167,6 +176,7 @@ class Experiment:
     """The keys of :class:`Resources` that the file sets (absent ones keep Ray's defaults)."""
     train: dict[str, TrainSpec] = field(default_factory=dict)
     """Models to train before retrieval, by the name retrievers use (``trained/<name>``)."""
+    published: Published | None = None
 
 
 # -- checking a section against its dataclass -----------------------------------------------
@@ -235,3 +245,11 @@ def _yaml_types(hint: Any) -> tuple[type, ...]:
     if origin in (tuple, list):
         return (list,)
     return (hint,)
+
+
+def wrapped(path: Path, where: str, thunk: Any) -> Any:
+    """``thunk()``, its DaprError turned into a ConfigError naming ``path`` and ``where``."""
+    try:
+        return thunk()
+    except DaprError as error:
+        raise ConfigError(f"{path}: {where}: {error}") from None

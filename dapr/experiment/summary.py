@@ -11,33 +11,84 @@ from dapr.experiment.runner import Outcome
 
 
 def rows(outcome: Outcome) -> list[dict[str, object]]:
-    """One row per system: its name, level and the mean of every metric."""
-    return [
-        {"system": system, "level": outcome.levels[system]}
-        | {m: evaluation.means[m] for m in outcome.experiment.metrics}
-        for system, evaluation in outcome.evaluations.items()
-    ]
+    """One row per system: its name, level, the number of queries evaluated, the mean of every
+    metric, and the published value of each metric the experiment's ``published:`` gives."""
+    published = outcome.experiment.published
+    found = []
+    for system, evaluation in outcome.evaluations.items():
+        first = next(iter(evaluation.per_query.values()), {})
+        row = {"system": system, "level": outcome.levels[system], "queries": len(first)}
+        row |= {m: evaluation.means[m] for m in outcome.experiment.metrics}
+        for metric in published_metrics(outcome):
+            row[f"{metric} (published)"] = published.values.get(system, {}).get(metric)
+        found.append(row)
+    return found
+
+
+def published_metrics(outcome: Outcome) -> list[str]:
+    """The experiment's metrics that ``published:`` gives a value of, in the experiment's order."""
+    published = outcome.experiment.published
+    given = {m for values in published.values.values() for m in values} if published else set()
+    return [m for m in outcome.experiment.metrics if m in given]
 
 
 def markdown(outcome: Outcome) -> str:
-    metrics = list(outcome.experiment.metrics)
-    lines = [
-        "| system | level | " + " | ".join(metrics) + " |",
-        "|---|---|" + "---:|" * len(metrics),
-    ]
-    for row in rows(outcome):
-        values = " | ".join(f"{row[m]:.4f}" for m in metrics)
-        lines.append(f"| {row['system']} | {row['level']} | {values} |")
+    found = rows(outcome)
+    columns = list(found[0]) if found else ["system", "level", "queries"]
+    lines = ["| " + " | ".join(columns) + " |", "|---|---|" + "---:|" * (len(columns) - 2)]
+    for row in found:
+        lines.append("| " + " | ".join(_cell(row[c]) for c in columns) + " |")
+    if published_metrics(outcome):
+        lines += ["", f"published: {outcome.experiment.published.source}"]
     return "\n".join(lines) + "\n"
 
 
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
 def csv_text(outcome: Outcome) -> str:
+    found = rows(outcome)
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, ["system", "level", *outcome.experiment.metrics])
+    writer = csv.DictWriter(buffer, list(found[0]) if found else ["system", "level", "queries"])
     writer.writeheader()
-    for row in rows(outcome):
+    for row in found:
         writer.writerow({k: (f"{v:.6f}" if isinstance(v, float) else v) for k, v in row.items()})
     return buffer.getvalue()
+
+
+def training_markdown(trained: dict[str, dict]) -> str:
+    """One row per trained model, from its card: what it started from, what it was trained on
+    (examples, negatives per example, steps, final loss), the mined candidates its denoising
+    cross-encoder removed, and the pseudo-labelled examples augmentation added."""
+    if not trained:
+        return ""
+    lines = [
+        "| model | kind | from | examples | negatives | steps | loss | denoised | augmented |",
+        "|---|---|---|---:|---:|---:|---:|---|---|",
+    ]
+    for name, card in trained.items():
+        denoised = card.get("denoising")
+        removed = (
+            f"{sum(denoised['removed']):,} of {sum(denoised['scored']):,} removed"
+            if denoised
+            else ""
+        )
+        augmented = card.get("augmentation")
+        added = (
+            f"{augmented['examples']:,} examples from {augmented['with_positive']:,} of "
+            f"{augmented['queries']:,} queries"
+            if augmented
+            else ""
+        )
+        lines.append(
+            f"| trained/{name} | {card.get('kind', 'dual')} | {card['base_model']} | "
+            f"{card['examples']:,} | {card['negatives_per_example']} | {card['steps']} | "
+            f"{card['training_loss']:.4f} | {removed} | {added} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def cost_rows(

@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from dapr.data import Dataset
+from dapr.data import Dataset, Split
 from dapr.errors import ConfigError, DaprError
 from dapr.experiment.chain import chain_for
 from dapr.experiment.spec import Experiment, RetrieverSpec, TrainSpec, check_fields, default
@@ -28,7 +28,9 @@ from dapr.store.cache import content_key
 VERSION = "1"
 NEGATIVES = ("same_document", "mined", "count", "denoise")
 DENOISE = ("model", "below", "depth")
-AUGMENT = ("split", "retriever", "model", "depth", "positive_above", "negative_below")
+AUGMENT = (
+    "split", "dataset", "queries", "retriever", "model", "depth", "positive_above", "negative_below"
+)  # fmt: skip
 KINDS = ("dual", "cross")
 
 
@@ -126,9 +128,24 @@ def _check_augment(value: dict, retrievers: dict, path: Path, where: str) -> Non
         raise ConfigError(
             f"{path}: unknown key {f'{where}.{unknown[0]}'!r}; valid keys: {', '.join(AUGMENT)}"
         )
-    for key in ("split", "retriever", "model"):
-        if not isinstance(value.get(key), str):
+    if "dataset" in value and "split" not in value:
+        raise ConfigError(f"{path}: {where}.dataset: name the split of its queries (split: ...)")
+    if ("queries" in value) == ("split" in value):
+        raise ConfigError(
+            f"{path}: {where}: give the unlabelled queries as split: <name> (of this dataset, or "
+            "of dataset: <name>) or as queries: <file>, one of them"
+        )
+    for key in ("split", "dataset", "queries", "retriever", "model"):
+        given = value.get(key)
+        if (key in value or key in ("retriever", "model")) and not (
+            given and isinstance(given, str)
+        ):
             raise ConfigError(f"{path}: {where}.{key}: give a name (see the README's Training)")
+    if "queries" in value and not Path(value["queries"]).is_file():
+        raise ConfigError(
+            f"{path}: {where}.queries: {value['queries']!r} is not a file; give a queries file "
+            "(id<TAB>text lines, or JSON lines with _id and text)"
+        )
     if value["retriever"] not in retrievers or retrievers[value["retriever"]].level != "passage":
         raise ConfigError(
             f"{path}: {where}.retriever: {value['retriever']!r} is not a passage-level retriever "
@@ -175,16 +192,13 @@ def _train_one(
     if mined_system is not None:
         mined_run, mined_key = _run_on(experiment, runner, dataset, mined_system, spec.split)
     denoiser = spec.negatives.get("denoise")
-    augmented, augmented_key = None, None
+    augmented, augmented_key, augment_queries = None, None, None
     if spec.augment:
-        if spec.augment["split"] not in dataset.splits:
-            raise DaprError(
-                f"train.{name}.augment.split: dataset {dataset.name!r} has no "
-                f"{spec.augment['split']!r} split; choose one of: {', '.join(dataset.splits)}"
-            )
+        augment_queries = _augment_queries(name, spec.augment, dataset)
         augmented, augmented_key = _run_on(
-            experiment, runner, dataset, spec.augment["retriever"], spec.augment["split"]
-        )
+            experiment, runner, dataset, spec.augment["retriever"], spec.augment.get("split"),
+            augment_queries,
+        )  # fmt: skip
     key = content_key(
         spec.kind,
         VERSION,
@@ -199,6 +213,7 @@ def _train_one(
         mined_key,
         revision(denoiser["model"]) if denoiser else None,
         spec.augment,
+        _split_hash(augment_queries, {}) if augment_queries is not None else None,
         augmented_key,
         revision(spec.augment["model"]) if spec.augment else None,
         spec.loss,
@@ -226,8 +241,9 @@ def _train_one(
             )
             augmentation = None
             if augmented is not None:
-                queries = dataset.split(spec.augment["split"]).queries
-                pseudo, augmentation = _pseudo(spec.augment, augmented, queries, texts, rows)
+                pseudo, augmentation = _pseudo(
+                    spec.augment, augmented, augment_queries, texts, rows
+                )
                 rows += pseudo
             since = progress.started("train", name, f"{len(rows):,} examples")
             with cache.writing("models", key, resume=True) as entry:
@@ -248,9 +264,21 @@ def _train_one(
     return {"name": name, "key": key, "status": status, "seconds": seconds, "card": card}
 
 
-def _run_on(experiment: Experiment, runner: Any, dataset: Dataset, system: str, split: str):
-    """The run of the experiment's ``system`` over the queries of ``split`` (cached as any run
-    is), and its cache key."""
+def _run_on(
+    experiment: Experiment,
+    runner: Any,
+    dataset: Dataset,
+    system: str,
+    split: str | None,
+    queries: dict[str, str] | None = None,
+):
+    """The run of the experiment's ``system`` over the queries of ``split``, or over ``queries``
+    when they are not that split's (cached as any run is), and its cache key."""
+    if queries is not None and (
+        split not in dataset.splits or dataset.split(split).queries != queries
+    ):
+        split = AUGMENT_SPLIT
+        dataset = replace(dataset, splits={**dataset.splits, split: Split(queries, {})})
     alone = replace(
         experiment,
         split=split,
@@ -262,6 +290,33 @@ def _run_on(experiment: Experiment, runner: Any, dataset: Dataset, system: str, 
     )
     outcome = type(runner)(alone, runner.cache).run(dataset, evaluate=())
     return outcome.runs[system], outcome.keys[system]
+
+
+AUGMENT_SPLIT = "augmentation"
+"""The name a run over augmentation queries from elsewhere (a file, another dataset) goes by."""
+
+
+def _augment_queries(name: str, augment: dict, dataset: Dataset) -> dict[str, str]:
+    """The unlabelled queries ``augment`` names: a split of this dataset or of another, or a
+    queries file; a DaprError when there are none."""
+    from dapr.datasets import load_dataset
+    from dapr.io.rows import read_queries
+
+    where = f"train.{name}.augment"
+    if "queries" in augment:
+        queries, source = read_queries(Path(augment["queries"])), f"file {augment['queries']}"
+    else:
+        source_set = load_dataset(augment["dataset"]) if "dataset" in augment else dataset
+        if augment["split"] not in source_set.splits:
+            raise DaprError(
+                f"{where}.split: dataset {source_set.name!r} has no {augment['split']!r} split; "
+                f"choose one of: {', '.join(source_set.splits)}"
+            )
+        queries = source_set.split(augment["split"]).queries
+        source = f"split {augment['split']!r} of {source_set.name!r}"
+    if not queries:
+        raise DaprError(f"{where}: the {source} has no queries; give a source that has some")
+    return queries
 
 
 def _cross_scorer(name: str):
@@ -303,7 +358,8 @@ def _pseudo(augment: dict, run: Any, queries: dict, texts: dict, rows: list) -> 
         augment.get("negative_below", 0.1),
         negatives,
     )
-    return pseudo, {"model": augment["model"], "split": augment["split"], **counts}
+    source = {k: augment[k] for k in ("dataset", "split", "queries") if k in augment}
+    return pseudo, {"model": augment["model"], **source, **counts}
 
 
 def _fit(

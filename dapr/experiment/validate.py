@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import replace
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from dapr import registry
-from dapr.errors import ConfigError, DaprError
+from dapr.errors import ConfigError
 from dapr.evaluation import parse_metric
 from dapr.experiment.arguments import check_args
 from dapr.experiment.chain import ContextStep
@@ -20,20 +19,18 @@ from dapr.experiment.spec import (
     LEVELS,
     Experiment,
     FusionSpec,
-    Range,
+    Published,
     Resources,
     RetrieverSpec,
-    Sweep,
     TrainSpec,
     check_fields,
     default,
+    wrapped,
 )
+from dapr.experiment.sweep_spec import sweep_spec
 from dapr.experiment.training import train_spec
 from dapr.interfaces import PassageFuser, Reranker, ScopedRetriever, ScopingFuser
 from dapr.retrievers.support.presets import tuned_fusion, with_preset
-
-MAX_SWEEP = 1000
-"""Values a sweep may try (each is a fusion of the cached runs, evaluated on two splits)."""
 
 
 def validate(raw: dict, path: Path) -> Experiment:
@@ -58,7 +55,7 @@ def validate(raw: dict, path: Path) -> Experiment:
     if "metrics" in raw and not raw["metrics"]:
         raise ConfigError(f"{path}: metrics: give at least one metric, e.g. [nDCG@10]")
     metrics = tuple(
-        _wrap(path, "metrics", lambda m=m: parse_metric(str(m))).name
+        wrapped(path, "metrics", lambda m=m: parse_metric(str(m))).name
         for m in raw.get("metrics", default(Experiment, "metrics"))
     )
     for system in [*raw["retrievers"], *raw.get("fusion", {})]:
@@ -90,7 +87,7 @@ def validate(raw: dict, path: Path) -> Experiment:
             "nor an existing TSV file of query_id<TAB>category rows"
         )
     split = raw.get("split", default(Experiment, "split"))
-    sweep = _sweep(raw["sweep"], path, fusion, split) if "sweep" in raw else None
+    sweep = sweep_spec(raw["sweep"], path, fusion, split) if "sweep" in raw else None
     maxp = _maxp(raw.get("maxp", False), path, retrievers, fusion)
     resources = raw.get("resources", {})
     check_fields(resources, Resources, path, "resources")
@@ -112,7 +109,44 @@ def validate(raw: dict, path: Path) -> Experiment:
         maxp=maxp,
         resources=resources,
         train=_train(raw.get("train", {}), path, retrievers),
+        published=_published(raw["published"], path, metrics, [*retrievers, *fusion])
+        if "published" in raw
+        else None,
     )
+
+
+def _published(raw: Any, path: Path, metrics: tuple[str, ...], systems: list) -> Published:
+    """``published: {source, values: {system: {metric: fraction}}}`` for systems and metrics
+    of this experiment."""
+    check_fields(raw, Published, path, "published")
+    if "source" not in raw:
+        raise ConfigError(f"{path}: published: missing key 'source' (the paper and its table)")
+    ours = {(m.measure, m.cutoff): m.name for m in map(parse_metric, metrics)}
+    values: dict[str, dict[str, float]] = {}
+    for system, given in raw.get("values", {}).items():
+        where = f"published.values.{system}"
+        if system not in systems:
+            raise ConfigError(
+                f"{path}: {where}: not a system of this experiment; choose from: "
+                f"{', '.join(systems)}"
+            )
+        if not isinstance(given, dict):
+            raise ConfigError(f"{path}: {where}: give {{metric: value}}, e.g. {{MRR@10: 0.3239}}")
+        values[system] = {}
+        for metric, value in given.items():
+            parsed = wrapped(path, where, lambda m=metric: parse_metric(str(m)))
+            if (parsed.measure, parsed.cutoff) not in ours:
+                raise ConfigError(
+                    f"{path}: {where}.{metric}: not a metric of this experiment; choose from: "
+                    f"{', '.join(metrics)}"
+                )
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+                raise ConfigError(
+                    f"{path}: {where}.{metric} must be a fraction in [0, 1] as dapr prints it "
+                    f"(32.39% is 0.3239), got {value!r}"
+                )
+            values[system][ours[parsed.measure, parsed.cutoff]] = float(value)
+    return Published(raw["source"], values)
 
 
 def _name(name: str, path: Path) -> str:
@@ -147,80 +181,6 @@ def _maxp(
     return tuple(value)
 
 
-def _sweep(spec: Any, path: Path, fusion: dict[str, FusionSpec], split: str) -> Sweep:
-    check_fields(spec, Sweep, path, "sweep")
-    for key in ("parameter", "values"):
-        if key not in spec:
-            raise ConfigError(f"{path}: sweep: missing key {key!r}")
-    parts = spec["parameter"].split(".")
-    if len(parts) != 4 or parts[0] != "fusion" or parts[2] != "args" or parts[1] not in fusion:
-        raise ConfigError(
-            f"{path}: sweep.parameter: {spec['parameter']!r} is not an argument of a fusion "
-            f"system; write fusion.<system>.args.<argument> with <system> one of: "
-            f"{', '.join(fusion) or 'none defined'}"
-        )
-    system, argument = parts[1], parts[3]
-    factory = registry.fusers.get(fusion[system].name)
-    values = _sweep_values(spec["values"], path)
-    for value in values:
-        check_args(factory, {**fusion[system].args, argument: value}, path, "sweep.parameter")
-        _wrap(path, "sweep.values", lambda v=value: factory(**{**fusion[system].args, argument: v}))
-    tune_on = spec.get("tune_on", default(Sweep, "tune_on"))
-    if tune_on == split:
-        raise ConfigError(
-            f"{path}: sweep.tune_on: tuning on {split!r}, the split results are reported on, "
-            "would overfit it; tune on another split (e.g. tune_on: dev)"
-        )
-    metric = _wrap(
-        path,
-        "sweep.metric",
-        lambda: parse_metric(str(spec.get("metric", default(Sweep, "metric")))),
-    )
-    return Sweep(
-        spec["parameter"],
-        values,
-        tune_on,
-        metric.name,
-        spec.get("subset", default(Sweep, "subset")),
-    )
-
-
-def _sweep_values(values: Any, path: Path) -> tuple[Any, ...]:
-    """A list as given, or ``{start, stop, step}`` with ``stop`` included (rounded to the
-    step's decimals, so 0.1 steps give 0.3, not 0.30000000000000004)."""
-    if isinstance(values, list):
-        if not values:
-            raise ConfigError(f"{path}: sweep.values: give at least one value")
-        if len(values) > MAX_SWEEP:
-            raise ConfigError(
-                f"{path}: sweep.values: {len(values):,} values, more than {MAX_SWEEP:,} fusions; "
-                "list fewer"
-            )
-        return tuple(values)
-    check_fields(values, Range, path, "sweep.values")
-    if set(values) != {"start", "stop", "step"}:
-        raise ConfigError(
-            f"{path}: sweep.values: give start, stop and step, "
-            "e.g. {start: 0.0, stop: 1.0, step: 0.1}"
-        )
-    start, stop, step = values["start"], values["stop"], values["step"]
-    if step <= 0 or stop < start:
-        raise ConfigError(f"{path}: sweep.values: need step > 0 and stop >= start, got {values}")
-    decimals = max(-min(Decimal(repr(float(x))).as_tuple().exponent, 0) for x in (start, step))
-    count = int(round((stop - start) / step)) + 1
-    if start + (count - 1) * step > stop + step * 1e-9:
-        count -= 1
-    if count > MAX_SWEEP:
-        raise ConfigError(
-            f"{path}: sweep.values: {values} gives {count:,} values, more than {MAX_SWEEP:,} "
-            "fusions; use a larger step or list the values"
-        )
-    as_int = all(isinstance(x, int) for x in (start, step))
-    return tuple(
-        start + n * step if as_int else round(start + n * step, decimals) for n in range(count)
-    )
-
-
 def _retriever(
     spec: Any, path: Path, where: str, earlier: dict[str, RetrieverSpec]
 ) -> RetrieverSpec:
@@ -234,16 +194,16 @@ def _retriever(
     level = spec.get("level", default_level)
     if level not in LEVELS:
         raise ConfigError(f"{path}: {where}.level: {level!r} is not one of: {', '.join(LEVELS)}")
-    factory = _wrap(path, f"{where}.name", lambda: registry.retrievers.get(spec["name"]))
+    factory = wrapped(path, f"{where}.name", lambda: registry.retrievers.get(spec["name"]))
     _check_stage(factory, spec["name"], first_stage, level, earlier, path, where)
-    args = _wrap(
+    args = wrapped(
         path,
         f"{where}.args.preset",
         lambda: with_preset(spec["name"], factory, spec.get("args", {}), level),
     )
     check_args(factory, args, path, f"{where}.args")
     if first_stage is not None:  # a reranker checks its settings at once (loads its model later)
-        _wrap(path, f"{where}.args", lambda: factory(**args))
+        wrapped(path, f"{where}.args", lambda: factory(**args))
     steps = context_steps(spec.get("contextualizer"), path, f"{where}.contextualizer")
     if steps and level == "document":
         raise ConfigError(
@@ -285,7 +245,7 @@ def context_steps(value: Any, path: Path, where: str) -> tuple[ContextStep, ...]
                 f"{path}: {at} must be a contextualizer name or a mapping {{name, args}}, "
                 f"got {item!r}"
             )
-        factory = _wrap(
+        factory = wrapped(
             path,
             f"{at}.name" if isinstance(item, dict) else at,
             lambda s=step: registry.contextualizers.get(s.name),
@@ -338,7 +298,7 @@ def _fusion(
     check_fields(spec, FusionSpec, path, where)
     if "name" not in spec:
         raise ConfigError(f"{path}: {where}: missing key 'name' (a registered fuser)")
-    factory = _wrap(path, f"{where}.name", lambda: registry.fusers.get(spec["name"]))
+    factory = wrapped(path, f"{where}.name", lambda: registry.fusers.get(spec["name"]))
     if "passages" in spec:
         _passage_pair(spec, factory, path, where, systems)
     else:
@@ -365,7 +325,7 @@ def _fusion(
                 f"preset: dragon_plus)"
             )
     check_args(factory, args, path, f"{where}.args")
-    _wrap(path, f"{where}.args", lambda: factory(**args))
+    wrapped(path, f"{where}.args", lambda: factory(**args))
     return FusionSpec(
         spec["name"],
         spec.get("document"),
@@ -431,10 +391,3 @@ def _scoring_system(
             "passages within given documents; use a first-stage retriever that has a score "
             "method (bm25, dense, sparse, late_interaction)"
         )
-
-
-def _wrap(path: Path, where: str, thunk):
-    try:
-        return thunk()
-    except DaprError as error:
-        raise ConfigError(f"{path}: {where}: {error}") from None

@@ -312,3 +312,24 @@ def judge(
             "keep one judgement per query and item"
         )
     judged[item] = grade if before is None else max(grade, before)
+
+
+def read_queries(path: Path) -> Queries:
+    """Queries from a file of their own: JSON lines with ``_id`` (BEIR) or ``id`` and ``text``,
+    or, for any other name, tab-separated ``id<TAB>text`` lines (``*.gz`` either way)."""
+    path = Path(path)
+    queries: Queries = {}
+    if path.name.removesuffix(".gz").endswith(".jsonl"):
+        needs = 'write one {"_id": ..., "text": ...} object per line'
+        for n, row in jsonl_rows(path):
+            at = f"{path}:{n}"
+            qid = required_id(row, "_id" if "_id" in row else "id", at, needs)
+            add_query(queries, qid, query_text(row, "text", qid, at, needs), at, "text")
+        return queries
+    for n, line in text_lines(path):
+        at = f"{path}:{n}"
+        qid, sep, text = line.rstrip("\r\n").partition("\t")
+        if not sep or qid.split() != [qid] or not text.strip():
+            raise DataError(f"{at}: expected query_id<TAB>text; write one query per line")
+        add_query(queries, qid, text.strip(), at, "text")
+    return queries
