@@ -6,10 +6,10 @@ import argparse
 import os
 import sys
 
-from dapr.cli import cache, contextualize, data, evaluate, plugins, results, run, train
+from dapr.cli import cache, contextualize, data, evaluate, plugins, results, run, runs, train
 from dapr.errors import DaprError, os_error
 
-GROUPS = (run, train, data, contextualize, results, evaluate, cache, plugins)
+GROUPS = (run, train, data, contextualize, results, runs, evaluate, cache, plugins)
 """In the order ``dapr --help`` lists them."""
 
 

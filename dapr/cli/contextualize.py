@@ -36,17 +36,23 @@ def add(commands: argparse._SubParsersAction) -> None:
     context.set_defaults(handler=_contextualize)
 
 
+def parse_steps(texts: list[str], flag: str) -> tuple:
+    """Contextualizer steps given on the command line: names or YAML mappings."""
+    from dapr.experiment.validate import context_steps
+
+    try:
+        raw = [yaml.safe_load(step) for step in texts]
+    except yaml.YAMLError:
+        raise DaprError(f"{flag}: not a name or a YAML mapping {{name, args}}") from None
+    return context_steps(raw, Path(flag), "steps")
+
+
 def _contextualize(args: argparse.Namespace) -> int:
     from dapr.datasets import load_dataset
     from dapr.experiment import summary
     from dapr.experiment.contextualize import sample_cost
-    from dapr.experiment.validate import context_steps
 
-    try:
-        raw = [yaml.safe_load(step) for step in args.steps]
-    except yaml.YAMLError:
-        raise DaprError("--contextualizer: not a name or a YAML mapping {name, args}") from None
-    steps = context_steps(raw, Path("--contextualizer"), "steps")
+    steps = parse_steps(args.steps, "--contextualizer")
     for flag, value in (("--sample", args.sample), ("--workers", args.workers)):
         if value is not None and value < 1:
             raise DaprError(f"{flag} must be a positive integer, got {value}")

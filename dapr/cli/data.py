@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import yaml
@@ -50,10 +51,26 @@ def add(commands: argparse._SubParsersAction) -> None:
     stats.add_argument("--json", action="store_true", help="print one JSON object")
     stats.set_defaults(handler=_stats)
 
-    export = actions.add_parser("export", help="write a dataset in the hub layout")
+    export = actions.add_parser(
+        "export",
+        help="write a dataset in the hub layout (jsonl, parquet) or BEIR's, context applied",
+        description="With --contextualized, every passage's text is written as the steps give "
+        "it (title, keyphrases, coref, ...), so other tools can use dapr's document context; "
+        "the steps' results are cached and shared with dapr run.",
+    )
     export.add_argument("name", help="a registered dataset or a dataset directory")
     export.add_argument("--out", type=Path, required=True)
-    export.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
+    export.add_argument("--format", choices=("jsonl", "parquet", "beir"), default="jsonl")
+    export.add_argument(
+        "--contextualized",
+        dest="steps",
+        action="append",
+        default=[],
+        metavar="STEP",
+        help="a contextualizer name or YAML mapping, e.g. title or '{name: keyphrases, args: "
+        "{top_n: 10}}'; repeat to chain steps in order",
+    )
+    export.add_argument("--workers", type=int, help="worker processes (default: every core)")
     export.set_defaults(handler=_export)
 
 
@@ -133,7 +150,21 @@ def _stats(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     from dapr.datasets import load_dataset, write_dataset
+    from dapr.datasets.beir_format import write_beir
 
-    write_dataset(load_dataset(args.name), args.out, format=args.format)
-    print(f"wrote {args.name} to {args.out} ({args.format})")
+    dataset = load_dataset(args.name)
+    if args.steps:
+        from dapr.cli.contextualize import parse_steps
+        from dapr.experiment.contextualize import contextualized
+
+        if args.workers is not None and args.workers < 1:
+            raise DaprError(f"--workers must be a positive integer, got {args.workers}")
+        steps = parse_steps(args.steps, "--contextualized")
+        dataset = contextualized(dataset, steps, args.workers or os.cpu_count() or 1)
+    if args.format == "beir":
+        write_beir(dataset, args.out, titles=not args.steps)
+    else:
+        write_dataset(dataset, args.out, format=args.format)
+    context = f", passages contextualized by {' + '.join(args.steps)}" if args.steps else ""
+    print(f"wrote {args.name} to {args.out} ({args.format}{context})")
     return 0

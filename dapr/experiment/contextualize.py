@@ -22,12 +22,12 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from dapr import ray_actors
-from dapr.data import Dataset, Document
+from dapr.data import Corpus, Dataset, Document
 from dapr.experiment.chain import (
     Chain,
     ContextStep,
@@ -68,6 +68,24 @@ def sample_cost(
     if cost.corpus_words is None:
         record_cost(root, chain, dataset.corpus.fingerprint, cost)
     return cost
+
+
+def contextualized(
+    dataset: Dataset, steps: Sequence[ContextStep], workers: int = 1, cache: Cache | None = None
+) -> Dataset:
+    """``dataset`` with every passage's text as ``steps`` contextualize it (the stores that
+    experiments share, filled on the first pass); the corpus streams, one document at a time."""
+    chain = chain_for(steps, dataset)
+    cache = cache or Cache()
+
+    def documents() -> Iterator[Document]:
+        with cache.lock("contexts", content_key(chain.identity())):
+            cost = Cost(chain.label)
+            pairs = contextualize_corpus(dataset.corpus, chain, cache.root, cost, workers)
+            for document, texts in pairs:
+                yield with_texts(document, texts, chain.label)
+
+    return replace(dataset, corpus=Corpus(documents))
 
 
 def record_cost(root: Path, chain: Chain, fingerprint: str, cost: Cost) -> None:

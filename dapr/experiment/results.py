@@ -32,12 +32,13 @@ from dapr.io.files import atomic_directory, pid_alive, write_bytes_atomic
 from dapr.io.trec import check_run
 
 METRICS = "metrics.json"
+MANIFEST = "manifest.json"
 SWEEP = "sweep.json"
 WRITTEN = frozenset(
     {
         METRICS,
         SWEEP,
-        "manifest.json",
+        MANIFEST,
         "summary.md",
         "summary.csv",
         "contextualization.md",
@@ -48,6 +49,7 @@ WRITTEN = frozenset(
         "sweep.png",
         "sweep.pdf",
         "training.json",
+        "training.md",
         "runs",
     }
 )
@@ -106,7 +108,7 @@ def _same_configuration(out: Path, experiment: Experiment) -> None:
     """A DaprError unless ``out`` is new or holds results of this very configuration."""
     from dapr.experiment.manifest import plain
 
-    manifest = out / "manifest.json"
+    manifest = out / MANIFEST
     if not manifest.is_file():
         return
     try:
@@ -322,3 +324,49 @@ def _json(file: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise DaprError(f"{file}: expected a JSON object written by `dapr run`")
     return data
+
+
+def export_runs(
+    directory: Path, out: Path, systems: Sequence[str] = (), header: bool = True
+) -> list[Path]:
+    """The runs of a results directory written to ``out/<system>.trec``, each opened by a
+    header saying what made it (experiment, system settings, dataset and its fingerprint,
+    split, cache key, metric means, dapr version and git revision, when it finished)."""
+    from dapr.io import read_trec_run
+
+    directory = Path(directory)
+    metrics = read_metrics(directory)
+    manifest_file = directory / MANIFEST
+    manifest = _json(manifest_file) if manifest_file.is_file() else {}
+    chosen = list(systems) or list(metrics["systems"])
+    unknown = [s for s in chosen if s not in metrics["systems"]]
+    if unknown:
+        raise DaprError(
+            f"{directory}: no system {unknown[0]!r}; choose from: {', '.join(metrics['systems'])}"
+        )
+    spec = manifest.get("experiment", {})
+    written = []
+    for system in chosen:
+        source = directory / "runs" / f"{system}.trec"
+        if not source.is_file():
+            raise DaprError(f"{source}: no such run; rerun `dapr run` to write it")
+        about = {
+            "system": system,
+            "experiment": metrics.get("experiment"),
+            "settings": {**spec.get("retrievers", {}), **spec.get("fusion", {})}.get(system),
+            "level": metrics["systems"][system].get("level"),
+            "dataset": metrics["dataset"],
+            "dataset_fingerprint": metrics.get("dataset_fingerprint"),
+            "split": metrics.get("split"),
+            "depth": metrics.get("depth"),
+            "cache_key": manifest.get("keys", {}).get(system),
+            "mean": metrics["systems"][system]["mean"],
+            "dapr": manifest.get("packages", {}).get("dapr"),
+            "git": manifest.get("git"),
+            "finished": manifest.get("finished"),
+        }
+        out.mkdir(parents=True, exist_ok=True)
+        target = out / f"{system}.trec"
+        write_trec_run(read_trec_run(source), target, system, about if header else None)
+        written.append(target)
+    return written

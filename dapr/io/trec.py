@@ -1,12 +1,16 @@
 """TREC run and qrels files.
 
 A run has ``qid Q0 docid rank score system`` lines, qrels have ``qid iteration docid grade`` lines;
-columns are separated by whitespace, so ids must be non-empty and free of it.
+columns are separated by whitespace, so ids must be non-empty and free of it. A run file may
+open with a header of ``# key: value`` lines (what made it: ``dapr runs export`` writes one),
+which dapr reads with :func:`read_run_header` and skips when it reads the run; trec_eval does not
+(``grep -v '^#' run.trec`` removes it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +29,11 @@ _RunColumns = tuple[np.ndarray, pa.Array, np.ndarray, pa.Array, np.ndarray]
 """Query codes, query ids, item codes, item ids and scores of a run's rows."""
 
 
-def write_trec_run(run: Run, path: Path, system: str) -> None:
-    """Write ``qid Q0 docid rank score system`` lines in the run's order, ranks from 1.
+def write_trec_run(
+    run: Run, path: Path, system: str, header: Mapping[str, object] | None = None
+) -> None:
+    """Write ``qid Q0 docid rank score system`` lines in the run's order, ranks from 1, after
+    ``header`` as ``# key: value`` lines (values as JSON) when given.
 
     Scores are written in the shortest form that reads back to the same float; a NaN or
     infinite score is refused.
@@ -34,7 +41,32 @@ def write_trec_run(run: Run, path: Path, system: str) -> None:
     path = Path(path)
     check_run(run, path, system)
     queries, vocab = _strings(run.queries), _strings(run.vocab)
-    write_bytes_atomic(path, _run_lines(run, queries, vocab, str(system)))
+    if any("\n" in key or ":" in key for key in header or {}):
+        raise DataError(f"{path}: a header key holds ':' or a line break; rename it")
+    top = [f"# {key}: {json.dumps(value)}\n".encode() for key, value in (header or {}).items()]
+    write_bytes_atomic(path, [*top, *_run_lines(run, queries, vocab, str(system))])
+
+
+def read_run_header(path: Path) -> dict[str, object]:
+    """The ``# key: value`` lines opening a run file (``{}`` without any)."""
+    header: dict[str, object] = {}
+    for n, line in _header_lines(Path(path)):
+        key, sep, value = line[1:].strip().partition(": ")
+        try:
+            header[key] = json.loads(value) if sep else None
+        except json.JSONDecodeError:
+            raise DataError(
+                f"{path}:{n}: header line is not '# key: <JSON value>'; fix or remove the line"
+            ) from None
+    return header
+
+
+def _header_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """The numbered ``#`` lines at the top of a run file."""
+    for n, line in text_lines(path):
+        if not line.startswith("#"):
+            return
+        yield n, line
 
 
 def check_run(run: Run, path: Path, system: str) -> None:
@@ -107,10 +139,11 @@ def _read_run_columns_fast(path: Path) -> _RunColumns | None:
     """
     types = {c: pa.string() for c in _RUN_COLUMNS}
     types.update(rank=pa.int64(), score=pa.float64())
+    header = max((n for n, _ in _header_lines(path)), default=0)
     try:
         table = pa_csv.read_csv(
             path,
-            read_options=pa_csv.ReadOptions(column_names=list(_RUN_COLUMNS)),
+            read_options=pa_csv.ReadOptions(column_names=list(_RUN_COLUMNS), skip_rows=header),
             parse_options=pa_csv.ParseOptions(
                 delimiter=" ", quote_char=False, double_quote=False, escape_char=False
             ),
@@ -135,7 +168,10 @@ def _read_run_columns_fast(path: Path) -> _RunColumns | None:
 def _read_run_columns(path: Path) -> _RunColumns:
     """Columns of a run with any whitespace, checking every line; errors name the line."""
     qids, items, scores = [], [], []
+    header = max((n for n, _ in _header_lines(path)), default=0)
     for n, line in text_lines(path):
+        if n <= header:
+            continue
         parts = line.split()
         if len(parts) != 6:
             raise DataError(
@@ -154,6 +190,8 @@ def _read_run_columns(path: Path) -> _RunColumns:
 def _raise_not_finite(path: Path) -> None:
     """Name the first line whose score is NaN or infinite."""
     for n, line in text_lines(path):
+        if line.startswith("#"):
+            continue
         score = line.split()[4]
         if not np.isfinite(float(score)):
             raise DataError(
