@@ -53,5 +53,5 @@ def test_plugins_lists_builtins(capsys):
     out = capsys.readouterr().out
     lines = [line.split() for line in out.splitlines()]
     assert ["dapr.retrievers", "(5)"] in lines
-    assert ["bm25", "dapr", "0.1.0", "dapr.retrievers.bm25:BM25"] in lines
-    assert ["convex", "dapr", "0.1.0", "dapr.fusion:Convex"] in lines
+    assert ["bm25", "dapr-ir", "0.1.0", "dapr.retrievers.bm25:BM25"] in lines
+    assert ["convex", "dapr-ir", "0.1.0", "dapr.fusion:Convex"] in lines

@@ -69,7 +69,7 @@ def test_manifest_names_config_data_steps_and_keys(run):
 def test_manifest_names_packages_code_and_machine(run):
     *_, m = run
     packages = m["packages"]
-    assert packages["dapr"] == importlib.metadata.version("dapr")
+    assert packages["dapr"] == importlib.metadata.version("dapr-ir")
     assert packages["numpy"] == importlib.metadata.version("numpy")  # the run used numpy
     assert packages["pytrec-eval-terrier"] == importlib.metadata.version("pytrec-eval-terrier")
     assert ("torch" in packages) == ("torch" in sys.modules)

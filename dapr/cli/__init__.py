@@ -37,7 +37,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    import dapr
+
     top = argparse.ArgumentParser(prog="dapr", description="Document-aware passage retrieval")
+    top.add_argument(
+        "--version",
+        action="version",
+        version=f"dapr {dapr.version()} (distribution {dapr.DISTRIBUTION})",
+    )
     commands = top.add_subparsers(required=True, metavar="COMMAND")
     for group in GROUPS:
         group.add(commands)

@@ -106,12 +106,14 @@ def plain(value: Any) -> Any:
 
 def package_versions() -> dict[str, str]:
     """The version of dapr and of each of :data:`DISTRIBUTIONS` whose modules are imported."""
-    names = ["dapr"] + [
+    import dapr
+
+    names = [
         dist
         for dist, modules in DISTRIBUTIONS.items()
         if any(module in sys.modules for module in modules)
     ]
-    versions = {}
+    versions = {"dapr": dapr.version()}
     for name in names:
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             versions[name] = importlib.metadata.version(name)
