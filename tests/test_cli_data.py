@@ -55,3 +55,13 @@ def test_plugins_lists_builtins(capsys):
     assert ["dapr.retrievers", "(5)"] in lines
     assert ["bm25", "dapr-ir", "0.1.0", "dapr.retrievers.bm25:BM25"] in lines
     assert ["convex", "dapr-ir", "0.1.0", "dapr.fusion:Convex"] in lines
+
+
+def test_version_names_the_distribution(capsys):
+    import importlib.metadata
+
+    with pytest.raises(SystemExit) as exit:
+        main(["--version"])
+    assert exit.value.code == 0
+    version = importlib.metadata.version("dapr-ir")
+    assert capsys.readouterr().out == f"dapr {version} (distribution dapr-ir)\n"
