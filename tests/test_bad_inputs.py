@@ -750,6 +750,62 @@ def evaluate_missing_run(kit: Kit) -> Bad:
     return Bad(_evaluate(kit, kit.tmp / "nowhere.trec"), ("nowhere.trec",), "give a TREC run")
 
 
+# --------------------------------------------------------------------------- training recipes
+
+
+def _augmented(kit: Kit, **augment) -> Path:
+    source = {"split": "dev", "retriever": "bm25", "model": "trained/ce", **augment}
+    source = {key: value for key, value in source.items() if value is not None}
+    return kit.experiment(train={"de": {"split": "test", "augment": source}})
+
+
+@case
+def augment_thresholds_inverted(kit: Kit) -> Bad:
+    path = _augmented(kit, positive_above=0.1, negative_below=0.9)
+    return Bad(["train", str(path)], ("train.de.augment", "negative_below"), "RocketQA: 0.9, 0.1")
+
+
+@case
+def augment_threshold_outside_unit_interval(kit: Kit) -> Bad:
+    path = _augmented(kit, positive_above=1.5)
+    return Bad(["train", str(path)], ("train.de.augment", "positive_above"), "in [0, 1]")
+
+
+@case
+def augment_source_without_queries(kit: Kit) -> Bad:
+    empty = kit.tmp / "unlabelled.tsv"
+    empty.write_text("\n")
+    path = _augmented(kit, split=None, queries=str(empty))
+    return Bad(["train", str(path)], ("train.de.augment", "unlabelled.tsv"), "give a source that")
+
+
+@case
+def denoise_threshold_outside_unit_interval(kit: Kit) -> Bad:
+    negatives = {"mined": "bm25", "denoise": {"model": "trained/ce", "below": 1.5}}
+    path = kit.experiment(train={"de": {"split": "test", "negatives": negatives}})
+    return Bad(["train", str(path)], ("train.de.negatives.denoise", "1.5"), "(RocketQA: 0.1)")
+
+
+@case
+def rerank_depth_zero(kit: Kit) -> Bad:
+    retrievers = {**BASE["retrievers"], "ce": {"name": "rerank", "first_stage": "bm25"}}
+    retrievers["ce"]["args"] = {"model": "trained/ce", "top_k": 0}
+    path = kit.experiment(retrievers=retrievers)
+    return Bad(kit.run(path), ("bad.yaml", "retrievers.ce", "top_k"), "")
+
+
+@case
+def published_value_as_a_percentage(kit: Kit) -> Bad:
+    path = kit.experiment(published={"source": "a paper", "values": {"bm25": {"MRR@10": 32.39}}})
+    return Bad(kit.run(path), ("published.values.bm25.MRR@10", "32.39"), "32.39% is 0.3239")
+
+
+@case
+def unknown_variant(kit: Kit) -> Bad:
+    path = kit.experiment(variants={"full": {"split": "dev"}})
+    return Bad(kit.run(path, "--variant", "fll"), ("bad.yaml", "fll"), "the file has: full")
+
+
 # --------------------------------------------------------------------------- the catalogue
 
 
