@@ -31,6 +31,7 @@ from dapr.retrievers.support.canonical import exact_scores, exact_search
 from dapr.retrievers.support.encoding import encode_into
 from dapr.retrievers.support.exact import candidate_rows, score_candidates, shard_pieces
 from dapr.retrievers.support.presets import paper_fusion
+from dapr.retrievers.support.query_vectors import SHARED
 
 _SHARD = 16_384
 """Items encoded in one call and written to one shard file."""
@@ -180,19 +181,26 @@ class Dense:
         return Run.from_lists(qids, items, scores, self._ids).top(k)
 
     def _encode_queries(self, qids: list[str], queries: Mapping[str, str]) -> torch.Tensor:
-        """The queries' vectors (float32, on the CPU), each independent of the others."""
-        return (
-            encode_unpadded(
-                self._model(self.query_name),
-                [queries[q] for q in qids],
-                "query",
-                batch_size=self.batch_size,
-                convert_to_tensor=True,
-                show_progress_bar=len(qids) > 1000 and sys.stderr.isatty(),
+        """The queries' vectors (float32, on the CPU), each independent of the others: encoded
+        once per process and query encoder (:mod:`~dapr.retrievers.support.query_vectors`)."""
+
+        def encode(texts: list[str]) -> np.ndarray:
+            return (
+                encode_unpadded(
+                    self._model(self.query_name),
+                    texts,
+                    "query",
+                    batch_size=self.batch_size,
+                    convert_to_tensor=True,
+                    show_progress_bar=len(texts) > 1000 and sys.stderr.isatty(),
+                )
+                .float()
+                .cpu()
+                .numpy()
             )
-            .float()
-            .cpu()
-        )
+
+        encoder = json.dumps({k: v for k, v in self.identity().items() if "document" not in k})
+        return torch.from_numpy(SHARED.get(encoder, [queries[q] for q in qids], encode))
 
     def score(self, queries: Mapping[str, str], candidates: Run) -> Run:
         """The items of ``candidates`` (its scores ignored) ranked for each of its queries that
