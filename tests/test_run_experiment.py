@@ -97,3 +97,22 @@ def test_interrupted_run_resumes_without_redoing_finished_steps(
     assert status[("index", "dense-passage")] == "computed"
     assert status[("index", "bm25-document")] == "computed"
     assert len(indexed) == 1
+
+
+def test_profile_prints_the_slowest_functions_and_writes_the_whole_profile(
+    wiki_slice, tmp_path, capsys
+):
+    dataset, _ = wiki_slice
+    file = tmp_path / "profiled.yaml"
+    file.write_text(
+        f"dataset: {dataset}\nmetrics: [nDCG@10]\nretrievers:\n  bm25: {{name: bm25}}\n"
+    )
+    out = tmp_path / "out"
+    assert main(["run", str(file), "--out", str(out), "--profile"]) == 0
+    printed = capsys.readouterr().out
+    assert "profile of profiled:" in printed and "cumulative" in printed
+    assert "_run_one" in printed  # the whole run is under the profiler
+    whole = (out / "profile.txt").read_text()
+    assert whole.startswith("profile of profiled:") and whole.count("\n") > printed.count("\n")
+    assert main(["run", str(file), "--out", str(out)]) == 0  # not asked for: not kept
+    assert not (out / "profile.txt").exists()

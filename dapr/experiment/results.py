@@ -50,6 +50,7 @@ WRITTEN = frozenset(
         "sweep.pdf",
         "training.json",
         "training.md",
+        "profile.txt",
         "runs",
     }
 )
