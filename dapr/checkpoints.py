@@ -153,7 +153,7 @@ def sentence_transformer(
     except ImportError:
         raise DaprError(
             "dense retrieval needs sentence-transformers; "
-            'install it with: pip install "dapr[dense]"'
+            'install it with: pip install "dapr-ir[dense]"'
         ) from None
     if pooling is None:
         return load(

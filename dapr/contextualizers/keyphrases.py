@@ -31,7 +31,7 @@ from dapr.data import Document
 from dapr.errors import DaprError, check_choice
 
 BACKENDS = ("native", "pke")
-INSTALL = 'install it with: pip install "dapr[context]"'
+INSTALL = 'install it with: pip install "dapr-ir[context]"'
 PKE_EXCLUDE = ("ner", "parser", "textcat")
 """What pke's reader leaves out of the spaCy pipeline it loads."""
 NATIVE_EXCLUDE = ("lemmatizer", "ner", "parser", "senter", "textcat")

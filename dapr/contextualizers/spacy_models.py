@@ -35,7 +35,7 @@ def spacy_pipeline(name: str = "en_core_web_sm", disable: tuple[str, ...] = ()) 
     try:
         import spacy
     except ImportError:
-        raise DaprError('the contextualizers need spaCy: pip install "dapr[context]"') from None
+        raise DaprError('the contextualizers need spaCy: pip install "dapr-ir[context]"') from None
     source = installed_name(name)
     try:
         return spacy.load(source, exclude=list(disable))

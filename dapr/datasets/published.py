@@ -141,7 +141,7 @@ def _download(patterns: list[str], repo: str, dataset: str) -> Path:
         snapshot_download(repo, repo_type="dataset", allow_patterns=patterns, local_dir=local)
     except ImportError:
         raise DaprError(
-            'downloading from the hub needs huggingface_hub: pip install "dapr[data]"'
+            'downloading from the hub needs huggingface_hub: pip install "dapr-ir[data]"'
         ) from None
     except Exception as e:  # offline, unknown repo, HTTP errors: all end the same way
         reason = " ".join(str(e).split())[:200] or type(e).__name__

@@ -55,7 +55,7 @@ def _require_bm25s():
     except ImportError as error:
         raise DaprError(
             f"retriever 'bm25' needs bm25s and PyStemmer ({error.name} is missing); "
-            'install them with: pip install "dapr[bm25]"'
+            'install them with: pip install "dapr-ir[bm25]"'
         ) from None
     return bm25s, Stemmer
 
@@ -66,7 +66,7 @@ def _require_jieba():
     except ImportError:
         raise DaprError(
             "retriever 'bm25' with language 'zh' needs jieba; install it with: "
-            'pip install "dapr[zh]"'
+            'pip install "dapr-ir[zh]"'
         ) from None
     jieba.setLogLevel(logging.WARNING)  # its dictionary loading reports on stderr otherwise
     return jieba

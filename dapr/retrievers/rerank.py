@@ -99,7 +99,7 @@ class Rerank:
             except ImportError:
                 raise DaprError(
                     "reranker 'rerank' needs sentence-transformers; "
-                    'install it with: pip install "dapr[dense]"'
+                    'install it with: pip install "dapr-ir[dense]"'
                 ) from None
             self._model = load(
                 CrossEncoder, self.model_name, max_length=self.max_length, device=self.device

@@ -133,7 +133,7 @@ class Sparse:
             except ImportError:
                 raise DaprError(
                     "retriever 'sparse' needs sentence-transformers 5 or later; "
-                    'install it with: pip install "dapr[sparse]"'
+                    'install it with: pip install "dapr-ir[sparse]"'
                 ) from None
             encoder = load(SparseEncoder, name, device=self.device)
             if self.max_length is not None:

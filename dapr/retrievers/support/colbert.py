@@ -224,7 +224,7 @@ def import_colbert() -> SimpleNamespace:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else "not installed"
         raise DaprError(
             f"retriever 'late_interaction' needs colbert-ai, which cannot be imported ({reason}); "
-            'install it with: pip install "dapr[colbert]"'
+            'install it with: pip install "dapr-ir[colbert]"'
         ) from None
     finally:
         if multiprocessing.get_start_method(allow_none=True) != start_method:

@@ -69,7 +69,7 @@ def _require_stemmer():
         import Stemmer
     except ImportError:
         raise DaprError(
-            "retriever 'bm25' needs PyStemmer; install it with: pip install \"dapr[bm25]\""
+            "retriever 'bm25' needs PyStemmer; install it with: pip install \"dapr-ir[bm25]\""
         ) from None
     return Stemmer
 

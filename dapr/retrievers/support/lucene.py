@@ -49,7 +49,7 @@ _CORPUS = "corpus"
 _BATCH = 512
 """Queries per ``batch_search`` call: bounds the hits (Lucene documents) held in the JVM."""
 _HEAP = re.compile(r"^\d+[mMgG]$")
-_INSTALL = 'install it with: pip install "dapr[lucene]"'
+_INSTALL = 'install it with: pip install "dapr-ir[lucene]"'
 _COMPONENT = "retriever 'bm25' with backend 'pyserini'"
 
 _java: dict[str, Any] = {}
