@@ -133,7 +133,9 @@ def _parse(wikitext: str) -> Wikicode:
     try:
         import mwparserfromhell
     except ImportError as e:
-        raise DataError(f'dataset {NAME!r} needs mwparserfromhell: pip install "dapr-ir[wiki]"') from e
+        raise DataError(
+            f'dataset {NAME!r} needs mwparserfromhell: pip install "dapr-ir[wiki]"'
+        ) from e
     return mwparserfromhell.parse(wikitext, skip_style_tags=True)
 
 

@@ -265,7 +265,7 @@ def test_missing_fastcoref_package_is_a_one_line_error(monkeypatch):
         lambda name, *a: None if name == "fastcoref" else real(name, *a),
     )
     with pytest.raises(
-        DaprError, match=r'needs fastcoref; install it with: pip install "dapr\[coref\]"'
+        DaprError, match=r'needs fastcoref; install it with: pip install "dapr-ir\[coref\]"'
     ):
         Coref().contextualize(doc("The Half Moon", HALF_MOON))
 

@@ -290,7 +290,7 @@ def test_unknown_backend_and_bad_arguments_are_one_line_errors():
 
 def test_missing_pke_names_the_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "pke", None)
-    with pytest.raises(DaprError, match='pip install "dapr\\[context\\]"'):
+    with pytest.raises(DaprError, match='pip install "dapr-ir\\[context\\]"'):
         Keyphrases(backend="pke").keyphrases(SOLAR)
 
 

@@ -310,7 +310,7 @@ def test_load_caches_and_never_leaves_a_broken_cache(small_export, tmp_path, mon
 
 def test_missing_gensim_names_the_extra(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(DataError, match=r'pip install "dapr\[wiki\]"'):
+    with pytest.raises(DataError, match=r'pip install "dapr-ir\[wiki\]"'):
         ws.source_path()
 
 
