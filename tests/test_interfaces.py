@@ -157,7 +157,11 @@ def test_ir_measures_names_mean_what_trec_eval_computes():
     [
         ("nDCG", "needs a cutoff"),
         ("AP@10", "takes no cutoff"),
-        ("F1@10", "unknown metric 'F1@10'; use nDCG@k, R@k, P@k, RR[@k], MRR[@k], AP, MAP, Acc@k"),
+        (
+            "F1@10",
+            "unknown metric 'F1@10'; use nDCG@k, R@k, P@k, RR[@k], MRR[@k], AP, MAP, Acc@k, "
+            "Judged[@k]",
+        ),
     ],
 )
 def test_metric_names_that_do_not_parse(name, message):
@@ -192,7 +196,7 @@ def test_a_registered_measure_is_a_metric_everywhere(tmp_path):
         assert load(path).metrics == ("Hits@5", "RR@10")
         with pytest.raises(DaprError, match="Hits needs a cutoff|'Hits' needs a cutoff"):
             parse_metric("Hits")
-        with pytest.raises(DaprError, match=r"Acc@k, Hits@k"):
+        with pytest.raises(DaprError, match=r"Acc@k, Judged\[@k\], Hits@k"):
             parse_metric("Nope@1")
         registry.metrics.add("Broken", object())
         with pytest.raises(DaprError, match="'Broken' is registered but is not a measure"):
@@ -203,6 +207,6 @@ def test_a_registered_measure_is_a_metric_everywhere(tmp_path):
 
 
 def test_metrics_are_entry_points_of_dapr_itself():
-    names = {name for name, dist, _ in registry.metrics.sources() if dist.startswith("dapr ")}
-    assert names == {"nDCG", "R", "P", "RR", "MRR", "AP", "MAP", "Acc"}
+    names = {name for name, dist, _ in registry.metrics.sources() if dist.startswith("dapr-ir ")}
+    assert names == {"nDCG", "R", "P", "RR", "MRR", "AP", "MAP", "Acc", "Judged"}
     assert Path(registry.__file__).name == "registry.py"

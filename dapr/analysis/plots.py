@@ -102,10 +102,12 @@ def category_figure(
     metric: str,
     counts: Mapping[str, int] | None = None,
     title: str | None = None,
+    xlabel: str = "query category",
 ) -> Figure:
     """``table``: ``{system: {category: value}}`` (as
     :func:`dapr.analysis.categories.category_table` returns it). Categories are the x-axis
-    groups in first-seen order; a system without a value for a category has no bar there."""
+    groups in first-seen order; a system without a value for a category has no bar there.
+    Any other grouped bars fit too (a report's datasets as groups, with ``xlabel``)."""
     categories = list(dict.fromkeys(c for row in table.values() for c in row))
     if not categories:
         raise DaprError("category plot: no values given; compute category means first")
@@ -129,7 +131,7 @@ def category_figure(
         if bar_inches >= 0.3:
             ax.bar_label(bars, fmt="%.2f", fontsize=7, padding=2)
     ax.set_xticks(range(len(categories)), ticks)
-    ax.set_xlabel("query category")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(metric)
     ax.set_title(title or f"{metric} per query category")
     ax.grid(True, axis="y", alpha=0.35, zorder=0)
@@ -144,12 +146,17 @@ def save(fig: Figure, stem: Path) -> list[Path]:
     stem = Path(stem)
     paths = []
     for fmt in FORMATS:
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format=fmt, dpi=DPI, bbox_inches="tight")
         path = stem.with_name(f"{stem.name}.{fmt}")
-        write_bytes_atomic(path, [buffer.getvalue()])
+        write_bytes_atomic(path, [encoded(fig, fmt)])
         paths.append(path)
     return paths
+
+
+def encoded(fig: Figure, fmt: str = "png") -> bytes:
+    """``fig`` as the bytes of a ``fmt`` file (png, pdf, svg)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=fmt, dpi=DPI, bbox_inches="tight")
+    return buffer.getvalue()
 
 
 def _tick(category: str, counts: Mapping[str, int] | None) -> str:

@@ -1,8 +1,10 @@
 """The DAPR paper's Table 3 from results directories: rows approach x retriever, columns the
 datasets, their average, then the datasets kept apart (NQ-hard), with the best value per column
-and paired t-tests against a baseline (Holm-corrected per column).
+and paired t-tests against one or more baselines, corrected for multiple testing (Holm's by
+default) over each column or over the whole table.
 
-Rendered as markdown, CSV and LaTeX (booktabs).
+Rendered as markdown, CSV and LaTeX (booktabs); :mod:`dapr.analysis.html_report` renders it as a
+web page.
 """
 
 from __future__ import annotations
@@ -10,97 +12,50 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import fmean
-from typing import Any
 
-from dapr.analysis.significance import Comparison, holm, paired_tests
+from dapr.analysis.model import (
+    AVERAGE,
+    Cell,
+    Result,
+    Row,
+    SystemScores,
+    Table,
+    label,
+    result_from_metrics,
+)
+from dapr.analysis.significance import CORRECTED, Comparison, adjust, check_correction, paired_tests
 from dapr.errors import DaprError
 
-AVERAGE = "Avg."
-Row = tuple[str, str]  # (approach, retriever)
+__all__ = [
+    "AVERAGE",
+    "FAMILIES",
+    "MARKS",
+    "Cell",
+    "Result",
+    "Row",
+    "SystemScores",
+    "Table",
+    "against",
+    "check_family",
+    "corrected",
+    "number",
+    "result_from_metrics",
+    "table3",
+    "text_marks",
+    "to_csv",
+    "to_latex",
+    "to_markdown",
+]
 
-
-@dataclass(frozen=True)
-class SystemScores:
-    """One system of a metrics.json: its row fields and its scores per metric."""
-
-    name: str
-    level: str
-    approach: str
-    retriever: str
-    mean: Mapping[str, float]
-    per_query: Mapping[str, Mapping[str, float]]
-
-
-@dataclass(frozen=True)
-class Result:
-    """One metrics.json written by ``dapr run``."""
-
-    path: Path
-    dataset: str
-    split: str
-    fingerprint: str
-    systems: Mapping[str, SystemScores]
-
-
-@dataclass(frozen=True)
-class Cell:
-    """A row's mean metric in one column, its comparison with the baseline (Holm-adjusted over
-    the column) when there is one, and whether it is the column's best."""
-
-    mean: float
-    comparison: Comparison | None = None
-    best: bool = False
-
-    def significant(self, level: float = 0.05) -> bool:
-        return self.comparison is not None and self.comparison.significant(level)
-
-
-@dataclass(frozen=True)
-class Table:
-    """Table 3: ``cells[(row, column)]``; a missing key is a blank cell."""
-
-    metric: str
-    rows: tuple[Row, ...]
-    datasets: tuple[str, ...]  # averaged
-    apart: tuple[str, ...]  # shown after the average
-    cells: Mapping[tuple[Row, str], Cell]
-    baseline: str | None = None
-    baseline_kind: str | None = None  # "system" or "approach"
-    level: float = 0.05
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return self.datasets + ((AVERAGE,) if self.datasets else ()) + self.apart
-
-    def cell(self, row: Row, column: str) -> Cell | None:
-        return self.cells.get((row, column))
-
-
-def result_from_metrics(file: Path, data: Mapping[str, Any]) -> Result:
-    """The :class:`Result` of a ``metrics.json`` that :func:`dapr.experiment.results.read_metrics`
-    read from ``file``."""
-    systems = {
-        name: SystemScores(
-            name=name,
-            level=str(entry.get("level", "passage")),
-            approach=str(entry.get("approach") or name),
-            retriever=str(entry.get("retriever") or ""),
-            mean=entry["mean"],
-            per_query=entry["per_query"],
-        )
-        for name, entry in data["systems"].items()
-    }
-    return Result(
-        path=file,
-        dataset=data["dataset"],
-        split=str(data.get("split", "")),
-        fingerprint=str(data.get("dataset_fingerprint", "")),
-        systems=systems,
-    )
+FAMILIES = ("column", "table")
+"""Which comparisons a correction adjusts together: each column's, or the whole table's."""
+MARKS = (("†", r"\dagger"), ("‡", r"\ddagger"), ("∗", r"\ast"), ("⋆", r"\star"))
+MARKS += (("◇", r"\diamond"), ("∘", r"\circ"))
+"""The mark of each baseline's significant differences, as text and in LaTeX math."""
 
 
 @dataclass(frozen=True)
@@ -114,10 +69,12 @@ class _Entry:
 def table3(
     results: Sequence[Result],
     metric: str = "nDCG@10",
-    baseline: str | None = None,
+    baseline: str | Sequence[str] | None = None,
     apart: Sequence[str] = ("nq-hard",),
     level: float = 0.05,
     system_level: str | None = "passage",
+    correction: str = "holm",
+    family: str = "column",
 ) -> Table:
     """Build Table 3 for ``metric``.
 
@@ -125,9 +82,13 @@ def table3(
     datasets (matched case-insensitively) follow "Avg.", the mean over the other datasets of a
     row that has them all. ``baseline`` names a system (each row against that system's row in
     the same dataset) or an approach (each row against the row with that approach and the same
-    retriever). ``system_level`` keeps only systems of that level (Table 3 is passage retrieval;
-    "document" for MaxP document runs, None for all).
+    retriever), or several of them (each row against each). The p-values are adjusted by
+    ``correction`` (holm, bonferroni or none) over each ``family``: "column" (a dataset's
+    comparisons with every baseline) or "table" (all comparisons). ``system_level`` keeps only
+    systems of that level (Table 3 is passage retrieval; "document" for MaxP document runs,
+    None for all).
     """
+    baselines = _baselines(baseline, correction, family)
     entries: dict[tuple[Row, str], _Entry] = {}
     rows: dict[Row, None] = {}
     named: dict[tuple[str, str], dict[Row, None]] = {}  # (system, dataset) -> its rows
@@ -159,30 +120,59 @@ def table3(
     for row in rows:
         if main and all((row, d) in entries for d in main):
             means[(row, AVERAGE)] = fmean(entries[(row, d)].mean for d in main)
-    comparisons: dict[tuple[Row, str], Comparison] = {}
-    kind = None
-    if baseline is not None:
-        kind = _baseline_kind(baseline, named, entries)
+    kinds = tuple(_baseline_kind(b, named, entries) for b in baselines)
+    tested: dict[tuple[Row, str, int], Comparison] = {}
+    for index, (base, kind) in enumerate(zip(baselines, kinds)):
         for dataset in datasets:
             if kind == "system":
-                base_rows = list(named.get((baseline, dataset), ()))
+                base_rows = list(named.get((base, dataset), ()))
                 if len(base_rows) > 1:
                     raise DaprError(
-                        f"baseline system {baseline!r} is several rows on {dataset!r} "
-                        f"({', '.join(map(_label, base_rows))}); name an approach instead"
+                        f"baseline system {base!r} is several rows on {dataset!r} "
+                        f"({', '.join(map(label, base_rows))}); name an approach instead"
                     )
                 base_of = {row: base_rows[0] for row in rows} if base_rows else {}
             else:
-                base_of = {row: (baseline, row[1]) for row in rows}
-            comparisons |= _column_tests(entries, base_of, dataset)
+                base_of = {row: (base, row[1]) for row in rows}
+            found = _column_tests(entries, base_of, dataset)
+            tested |= {(row, column, index): c for (row, column), c in found.items()}
+    tested = _corrected(tested, correction, family)
 
     columns = main + ((AVERAGE,) if main else ()) + kept_apart
     best = {c: max((v for (_, col), v in means.items() if col == c), default=None) for c in columns}
     cells = {
-        key: Cell(value, comparisons.get(key), math.isclose(value, best[key[1]], abs_tol=1e-12))
+        key: Cell(
+            value,
+            tuple(tested.get((*key, i)) for i in range(len(baselines))),
+            math.isclose(value, best[key[1]], abs_tol=1e-12),
+        )
         for key, value in means.items()
     }
-    return Table(metric, tuple(rows), main, kept_apart, cells, baseline, kind, level)
+    return Table(
+        metric, tuple(rows), main, kept_apart, cells, baselines, kinds, level, correction, family
+    )
+
+
+def _baselines(
+    baseline: str | Sequence[str] | None, correction: str, family: str
+) -> tuple[str, ...]:
+    """The baselines asked for, each once, after checking the correction and family."""
+    check_correction(correction)
+    check_family(family)
+    baselines = tuple(dict.fromkeys([baseline] if isinstance(baseline, str) else baseline or ()))
+    if len(baselines) > len(MARKS):
+        raise DaprError(
+            f"{len(baselines)} baselines given; a table marks at most {len(MARKS)}, so give "
+            "fewer --baseline options"
+        )
+    return baselines
+
+
+def check_family(family: str) -> str:
+    """``family`` if it is one of :data:`FAMILIES`, or a DaprError naming them."""
+    if family not in FAMILIES:
+        raise DaprError(f"unknown --family {family!r}; choose one of {', '.join(FAMILIES)}")
+    return family
 
 
 def _entry(result: Result, system: SystemScores, metric: str) -> _Entry:
@@ -215,7 +205,7 @@ def _same_entry(first: _Entry, other: _Entry, row: Row, dataset: str) -> None:
     if not same:
         raise DaprError(
             f"{first.path} (system {first.system!r}) and {other.path} (system {other.system!r})"
-            f": row {_label(row)} on {dataset!r} has different per-query scores; pass one of "
+            f": row {label(row)} on {dataset!r} has different per-query scores; pass one of "
             "them, give the systems distinct approach/retriever fields, or choose a system level"
         )
 
@@ -242,7 +232,7 @@ def _column_tests(
     entries: Mapping[tuple[Row, str], _Entry], base_of: Mapping[Row, Row], dataset: str
 ) -> dict[tuple[Row, str], Comparison]:
     """Paired tests in ``dataset`` of each row against its baseline row (``base_of``), where
-    both have scores; p-values Holm-adjusted over the column."""
+    both have scores; p-values not yet adjusted (see :func:`_corrected`)."""
     found: dict[tuple[Row, str], Comparison] = {}
     for row, base in base_of.items():
         if row == base or (row, dataset) not in entries or (base, dataset) not in entries:
@@ -254,46 +244,86 @@ def _column_tests(
             tested = paired_tests(entries[(base, dataset)].scores, {"row": entry.scores})
         except DaprError as e:
             raise DaprError(
-                f"{entry.path}: row {_label(row)} against {_label(base)} on {dataset!r}: {e}"
+                f"{entry.path}: row {label(row)} against {label(base)} on {dataset!r}: {e}"
             ) from e
         found[(row, dataset)] = tested["row"]
-    adjusted = holm({repr(key): c.p_value for key, c in found.items()})
-    return {key: replace(c, adjusted=adjusted[repr(key)]) for key, c in found.items()}
+    return found
 
 
-def _label(row: Row) -> str:
-    return f"{row[0]} / {row[1]}" if row[1] else row[0]
+def _corrected(
+    tested: Mapping[tuple[Row, str, int], Comparison], correction: str, family: str
+) -> dict[tuple[Row, str, int], Comparison]:
+    """The comparisons with p-values adjusted over each family: a column's, or the table's."""
+    families: dict[str, dict[str, float]] = {}
+    for key, comparison in tested.items():
+        within = key[1] if family == "column" else ""
+        families.setdefault(within, {})[repr(key)] = comparison.p_value
+    adjusted = {k: p for ps in families.values() for k, p in adjust(ps, correction).items()}
+    return {key: replace(c, adjusted=adjusted[repr(key)]) for key, c in tested.items()}
 
 
 # Renderers
 
 
-def _number(value: float, digits: int, percent: bool) -> str:
+def number(value: float, digits: int = 1, percent: bool = True) -> str:
+    """A mean as the tables show it: ``digits`` decimals, times 100 when ``percent``."""
     return f"{value * 100 if percent else value:.{digits}f}"
 
 
-def _texts(table: Table, row: Row, digits: int, percent: bool, bold: str, mark: str) -> list[str]:
-    """A row's cells as text: blank when missing, ``bold`` (a format) when best, then ``mark``
-    when significant."""
+def _texts(
+    table: Table, row: Row, digits: int, percent: bool, bold: str, marks: Callable[[list[int]], str]
+) -> list[str]:
+    """A row's cells as text: blank when missing, ``bold`` (a format) when best, then the
+    ``marks`` of the baselines it differs from significantly."""
     texts = []
     for column in table.columns:
         cell = table.cell(row, column)
         if cell is None:
             texts.append("")
             continue
-        text = _number(cell.mean, digits, percent)
+        text = number(cell.mean, digits, percent)
         text = bold.format(text) if cell.best else text
-        texts.append(text + (mark if cell.significant(table.level) else ""))
+        texts.append(text + marks(cell.marks(table.level)))
     return texts
+
+
+def text_marks(indexes: Sequence[int]) -> str:
+    """The marks of baselines (by index) as text: † for the first, ‡ for the second, ..."""
+    return "".join(MARKS[i][0] for i in indexes)
+
+
+def _tex_marks(indexes: Sequence[int]) -> str:
+    symbols = "".join(MARKS[i][1] for i in indexes)
+    return "" if not indexes else f"$^{symbols}$" if len(indexes) == 1 else f"$^{{{symbols}}}$"
 
 
 def _legend(metric: str, percent: bool, times: str = "×") -> str:
     return f"{metric}{f' {times}100' if percent else ''}; best per column in bold."
 
 
-def _against(table: Table) -> str:
-    same = " (same retriever)" if table.baseline_kind == "approach" else ""
-    return f"against {table.baseline}{same}, paired t-test, Holm-corrected"
+def corrected(table: Table) -> str:
+    """How the table's p-values are corrected, in words."""
+    words = CORRECTED[table.correction]
+    if table.correction == "none":
+        return words
+    return words + (" per column" if table.family == "column" else " over the whole table")
+
+
+def against(
+    table: Table,
+    mark: Callable[[Sequence[int]], str] = text_marks,
+    below: str = "p < {level:g}",
+    escape: Callable[[str], str] = str,
+) -> str:
+    """The significance note: each baseline's mark, the level and the baseline, then the test
+    and the correction (``escape`` applies to the words, not to the marks)."""
+    notes = []
+    for i, (baseline, kind) in enumerate(zip(table.baselines, table.baseline_kinds)):
+        same = " (same retriever)" if kind == "approach" else ""
+        notes.append(
+            f"{mark([i])} {below.format(level=table.level)} {escape(f'against {baseline}{same}')}"
+        )
+    return "; ".join(notes) + escape(f", paired t-test, {corrected(table)}")
 
 
 def _show_retriever(table: Table) -> bool:
@@ -301,19 +331,20 @@ def _show_retriever(table: Table) -> bool:
 
 
 def to_markdown(table: Table, digits: int = 1, percent: bool = True) -> str:
-    """A markdown table: best per column in **bold**, a dagger on significant cells."""
+    """A markdown table: best per column in **bold**, the mark of each baseline (a dagger for
+    the first) it differs from significantly."""
     heads = ["Approach"] + (["Retriever"] if _show_retriever(table) else []) + list(table.columns)
     lines = [
         "| " + " | ".join(_md(h) for h in heads) + " |",
         "|" + "---|" * (len(heads) - len(table.columns)) + "---:|" * len(table.columns),
     ]
     for row in table.rows:
-        values = _texts(table, row, digits, percent, "**{}**", "†")
+        values = _texts(table, row, digits, percent, "**{}**", text_marks)
         names = [row[0]] + ([row[1]] if _show_retriever(table) else [])
         lines.append("| " + " | ".join([_md(n) for n in names] + values) + " |")
     lines += ["", _legend(table.metric, percent)]
-    if table.baseline is not None:
-        lines.append(f"† p < {table.level:g} {_against(table)}")
+    if table.baselines:
+        lines.append(against(table))
     return "\n".join(lines) + "\n"
 
 
@@ -323,9 +354,12 @@ def _md(text: str) -> str:
 
 def to_csv(table: Table) -> str:
     """Raw means (6 decimals) per column and, with a baseline, "<dataset> p" columns holding
-    the Holm-adjusted p-values; blank where there is no value."""
+    the adjusted p-values (with several, "<dataset> p vs <baseline>"); blank where there is no
+    value."""
     datasets = table.datasets + table.apart
-    p_heads = [f"{d} p" for d in datasets] if table.baseline is not None else []
+    tests = [(d, i) for d in datasets for i in range(len(table.baselines))]
+    several = len(table.baselines) > 1
+    p_heads = [f"{d} p" + (f" vs {table.baselines[i]}" if several else "") for d, i in tests]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["approach", "retriever", *table.columns, *p_heads])
@@ -333,9 +367,10 @@ def to_csv(table: Table) -> str:
         cells = [table.cell(row, c) for c in table.columns]
         values = ["" if c is None else f"{c.mean:.6f}" for c in cells]
         ps = []
-        for dataset in datasets if p_heads else ():
+        for dataset, i in tests:
             cell = table.cell(row, dataset)
-            p = None if cell is None or cell.comparison is None else cell.comparison.adjusted
+            tested = None if cell is None else cell.comparisons[i]
+            p = None if tested is None else tested.adjusted
             ps.append("" if p is None or math.isnan(p) else f"{p:.6g}")
         writer.writerow([*row, *values, *ps])
     return buffer.getvalue()
@@ -361,7 +396,8 @@ def _tex(text: str) -> str:
 
 def to_latex(table: Table, digits: int = 1, percent: bool = True) -> str:
     """A booktabs tabular (needs ``\\usepackage{booktabs}``): best per column in \\textbf{},
-    $^\\dagger$ on significant cells, and the legend as a last row."""
+    $^\\dagger$ (then $^\\ddagger$, ...: one per baseline) on significant cells, and the legend
+    as a last row."""
     retriever = _show_retriever(table)
     names = 2 if retriever else 1
     width = names + len(table.columns)
@@ -373,12 +409,12 @@ def to_latex(table: Table, digits: int = 1, percent: bool = True) -> str:
         r"\midrule",
     ]
     for row in table.rows:
-        values = _texts(table, row, digits, percent, r"\textbf{{{}}}", r"$^\dagger$")
+        values = _texts(table, row, digits, percent, r"\textbf{{{}}}", _tex_marks)
         lines.append(" & ".join([_tex(n) for n in row[:names]] + values) + r" \\")
     lines.append(r"\bottomrule")
     notes = [_legend(_tex(table.metric), percent, times=r"$\times$")]
-    if table.baseline is not None:
-        notes.append(rf"$^\dagger$ $p < {table.level:g}$ {_tex(_against(table))}")
+    if table.baselines:
+        notes.append(against(table, _tex_marks, "$p < {level:g}$", _tex))
     lines += [rf"\multicolumn{{{width}}}{{l}}{{\footnotesize {note}}} \\" for note in notes]
     lines.append(r"\end{tabular}")
     return "\n".join(lines) + "\n"

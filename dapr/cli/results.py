@@ -12,10 +12,11 @@ from dapr.errors import DaprError
 def add(commands: argparse._SubParsersAction) -> None:
     report = commands.add_parser(
         "report",
-        help="the paper's Table 3 from results directories (markdown, CSV, LaTeX)",
+        help="the paper's Table 3 from results directories (markdown, CSV, LaTeX, HTML)",
         description="Rows: approach x retriever; columns: datasets, Avg., then the datasets kept "
-        "apart (NQ-hard). The best value per column is bold; with --baseline, a dagger marks a "
-        "significant difference (paired t-test, Holm-corrected per column).",
+        "apart (NQ-hard). The best value per column is bold; with --baseline, a dagger (then a "
+        "double dagger, ... per further baseline) marks a significant difference (paired t-test, "
+        "Holm-corrected per column unless --correction and --family say otherwise).",
     )
     report.add_argument(
         "results",
@@ -32,7 +33,21 @@ def add(commands: argparse._SubParsersAction) -> None:
         "significance tests) instead of reading its metrics files; needs its datasets here",
     )
     report.add_argument(
-        "--baseline", help="a system, or an approach compared within each retriever"
+        "--baseline",
+        action="append",
+        help="a system, or an approach compared within each retriever; repeat it to test "
+        "every row against several baselines",
+    )
+    report.add_argument(
+        "--correction",
+        default="holm",
+        help="multiple-testing correction of the p-values: holm (default), bonferroni or none",
+    )
+    report.add_argument(
+        "--family",
+        default="column",
+        help="the comparisons corrected together: column (default: each dataset's, against "
+        "every baseline) or table (all of them)",
     )
     report.add_argument(
         "--apart",
@@ -40,7 +55,12 @@ def add(commands: argparse._SubParsersAction) -> None:
         default=["nq-hard"],
         help="datasets shown after Avg. and left out of it (default: nq-hard)",
     )
-    report.add_argument("--out", type=Path, help="also write table3.md, .csv and .tex here")
+    report.add_argument(
+        "--out",
+        type=Path,
+        help="also write table3.md, .csv, .tex and report.html (one self-contained web page with "
+        "charts and per-category breakdowns) here",
+    )
     report.set_defaults(handler=_report)
 
     plot = commands.add_parser("plot", help="plot a results directory (PNG and PDF)")
@@ -73,25 +93,37 @@ def add(commands: argparse._SubParsersAction) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from dapr.analysis.html_report import to_html
     from dapr.analysis.reference import is_reference, reference_results
-    from dapr.analysis.table import table3, to_csv, to_latex, to_markdown
+    from dapr.analysis.significance import check_correction
+    from dapr.analysis.table import check_family, table3, to_csv, to_latex, to_markdown
     from dapr.evaluation import parse_metric
     from dapr.experiment import results
 
     metric = parse_metric(args.metric).name
+    check_correction(args.correction)
+    check_family(args.family)
     theirs = [path for path in args.results if is_reference(path)]
     ours = [path for path in args.results if path not in theirs]
     found = results.load_results(results.metrics_files(ours)) if ours else []
     score = _run_scorer(metric) if args.evaluate_runs else None
     for path in theirs:
         found.extend(reference_results(path, score))
-    table = table3(found, metric=metric, baseline=args.baseline, apart=tuple(args.apart))
+    table = table3(
+        found,
+        metric=metric,
+        baseline=args.baseline,
+        apart=tuple(args.apart),
+        correction=args.correction,
+        family=args.family,
+    )
     text = to_markdown(table)
     print(text)
     if args.out:
         tables = {"md": text, "csv": to_csv(table), "tex": to_latex(table)}
         results.write_tables(args.out, "table3", tables)
-        print(f"written to {args.out}/table3.md, .csv and .tex")
+        results.write_tables(args.out, "report", {"html": to_html(table, found)})
+        print(f"written to {args.out}/table3.md, .csv, .tex and {args.out}/report.html")
     return 0
 
 

@@ -2,7 +2,8 @@
 (trec_eval's own code) for the built-in measures and any registered :class:`Measure`.
 
 Metric names are parsed by :mod:`dapr.evaluation.metrics`; document-level views (MaxP, document
-qrels) are in :mod:`dapr.evaluation.documents`.
+qrels) are in :mod:`dapr.evaluation.documents`; runs, qrels and metric names in ranx's and
+ir_measures' terms in :mod:`dapr.evaluation.interop`.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ def evaluate(
 
     Every query with at least one relevant judgement (grade >= ``relevance_level``) counts; one
     the run does not answer scores 0. Binary metrics (recall, precision, RR, AP, Acc) count
-    grades from ``relevance_level`` up as relevant; nDCG uses the grades themselves. ``RR@k``
-    (``MRR@k``) is the reciprocal rank of the first relevant item within the top ``k`` (0
-    beyond), ranks ordered as trec_eval orders them: score, then item id, descending.
+    grades from ``relevance_level`` up as relevant; nDCG uses the grades themselves;
+    ``Judged@k`` counts every judged item, whatever its grade. ``RR@k`` (``MRR@k``) is the
+    reciprocal rank of the first relevant item within the top ``k`` (0 beyond), ranks ordered
+    as trec_eval orders them: score, then item id, descending.
     """
     parsed = [parse_metric(m) for m in metrics]
     judged = {q: dict(j) for q, j in qrels.items() if any(g >= relevance_level for g in j.values())}

@@ -1,10 +1,11 @@
 """Metric names and the measures behind them.
 
 A metric name is a registered family and, where the family takes one, a cutoff: ``nDCG@10``,
-``R@100``, ``P@5``, ``RR@10`` (alias ``MRR@10``), ``AP`` (alias ``MAP``), ``Acc@20``.
-ir_measures spells them this way; trec_eval's own names (``ndcg_cut_10``, ``recall_100``,
-``P_5``, ``recip_rank``, ``map``, ``success_20``) mean the same. A plugin adds a family by
-registering a :class:`dapr.interfaces.Measure` under the entry-point group ``dapr.metrics``.
+``R@100``, ``P@5``, ``RR@10`` (alias ``MRR@10``), ``AP`` (alias ``MAP``), ``Acc@20``,
+``Judged@10``. ir_measures spells them this way; trec_eval's own names (``ndcg_cut_10``,
+``recall_100``, ``P_5``, ``recip_rank``, ``map``, ``success_20``) mean the same. ``Judged``
+(ir_measures' judgement rate) is computed here, the others by trec_eval. A plugin adds a family
+by registering a :class:`dapr.interfaces.Measure` under the entry-point group ``dapr.metrics``.
 """
 
 from __future__ import annotations
@@ -60,6 +61,33 @@ RECIPROCAL_RANK = TrecMeasure(
 AVERAGE_PRECISION = TrecMeasure("map", "none", about="average precision")
 ACCURACY = TrecMeasure("success", "required", about="1 if a relevant item is in the top k")
 
+
+@dataclass(frozen=True)
+class JudgedRate:
+    """ir_measures' ``Judged@k``: the share of a query's top ``k`` items (all of them without a
+    cutoff, or when fewer are ranked) that its qrels judge at any grade, relevant or not. Items
+    are ranked as trec_eval ranks them; a query with no ranked item scores 0."""
+
+    cutoff: str = "optional"
+    about: str = "share of the top k items that have a judgement"
+
+    def per_query(
+        self,
+        run: Mapping[str, Mapping[str, float]],
+        qrels: Qrels,
+        cutoff: int | None,
+        relevance_level: int,
+    ) -> dict[str, float]:
+        scores = {}
+        for qid, judged in qrels.items():
+            ranked = run.get(qid) or {}
+            top = _top(ranked, cutoff or len(ranked))
+            scores[qid] = sum(item in judged for item, _ in top) / len(top) if top else 0.0
+        return scores
+
+
+JUDGED = JudgedRate()
+
 _TREC_NAMES = {
     "ndcg_cut": "nDCG",
     "recall": "R",
@@ -111,7 +139,7 @@ def _parse(name: str, generation: int) -> Metric:
     return Metric(name, measure, int(cutoff) if cutoff else None)
 
 
-BUILT_IN = ("nDCG", "R", "P", "RR", "MRR", "AP", "MAP", "Acc")
+BUILT_IN = ("nDCG", "R", "P", "RR", "MRR", "AP", "MAP", "Acc", "Judged")
 """The built-in families, in the order error messages list them (plugins follow)."""
 
 
@@ -162,7 +190,9 @@ def _by_run_depth(metrics: Sequence[Metric]) -> dict[int | None, list[Metric]]:
 
 def _truncate(results: Mapping[str, Mapping[str, float]], k: int) -> dict[str, dict[str, float]]:
     """The top ``k`` of every query in trec_eval's order (score, then item id, descending)."""
-    return {
-        qid: dict(sorted(ranked.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)[:k])
-        for qid, ranked in results.items()
-    }
+    return {qid: dict(_top(ranked, k)) for qid, ranked in results.items()}
+
+
+def _top(ranked: Mapping[str, float], k: int) -> list[tuple[str, float]]:
+    """The first ``k`` ``(item, score)`` pairs in trec_eval's order."""
+    return sorted(ranked.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)[:k]
