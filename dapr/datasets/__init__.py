@@ -1,6 +1,7 @@
 """Datasets: the document -> passage form on disk and the registered adapters that build it.
 
-:func:`load_dataset` finds a dataset by its registered name, or reads a dataset directory;
+:func:`load_dataset` finds a dataset by its registered name, reads a dataset directory, or
+reads an ir_datasets dataset named ``irds:<id>`` (:mod:`~dapr.datasets.irds`);
 :func:`read_dataset` tells the layouts apart (the hub layout, :mod:`dapr.datasets.hub`, in JSON
 lines or parquet, and the original DAPR dump, :mod:`dapr.datasets.dump`) and
 :func:`write_dataset` writes the hub layout. Corpora are read lazily: every pass over
@@ -22,13 +23,17 @@ from typing import Any
 from dapr.data import SPLITS, Dataset
 from dapr.datasets.dump import read_dump
 from dapr.datasets.hub import CORPUS_NEEDS, read_hub, write_dataset
+from dapr.datasets.irds import IRDS, read_irds
 from dapr.errors import DataError
 from dapr.io.rows import jsonl_rows
 from dapr.registry import datasets
 
 
 def load_dataset(name: str, **kwargs: Any) -> Dataset:
-    """A registered dataset by name, or a dataset directory (hub layout or DAPR dump) by path."""
+    """A registered dataset by name, a dataset directory (hub layout or DAPR dump) by path, or
+    an ir_datasets dataset as ``irds:<id>`` (``kwargs``: :class:`dapr.datasets.irds.Options`)."""
+    if name.startswith(IRDS):
+        return read_irds(name, **kwargs)
     if name not in datasets and Path(name).is_dir():
         return read_dataset(Path(name))
     return datasets.get(name)(**kwargs)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dapr import registry
+from dapr.datasets.irds import IRDS, check_irds
 from dapr.errors import ConfigError
 from dapr.evaluation import parse_metric
 from dapr.experiment.arguments import check_args
@@ -40,12 +41,14 @@ def validate(raw: dict, path: Path) -> Experiment:
         if required not in raw:
             raise ConfigError(f"{path}: missing key {required!r}")
     dataset = raw["dataset"]
-    if dataset not in registry.datasets and not Path(dataset).is_dir():
+    if str(dataset).startswith(IRDS):  # an ir_datasets id: known, and its dataset_args valid
+        wrapped(path, "dataset", lambda: check_irds(dataset, raw.get("dataset_args") or {}))
+    elif dataset not in registry.datasets and not Path(dataset).is_dir():
         raise ConfigError(
             f"{path}: dataset: {dataset!r} is neither a registered dataset nor a directory; "
             f"choose from: {', '.join(registry.datasets.names())}, or give a dataset directory"
         )
-    if raw.get("dataset_args") and dataset not in registry.datasets:
+    elif raw.get("dataset_args") and dataset not in registry.datasets:
         raise ConfigError(
             f"{path}: dataset_args: {dataset!r} is a dataset directory, read as it is; remove "
             "dataset_args, or name a registered dataset that takes them"
