@@ -150,3 +150,15 @@ def test_a_rerank_depth_of_zero_stops_the_file_before_any_work(tmp_path, capsys)
     error = capsys.readouterr().err
     assert f"{file}: retrievers.ce.args: reranker 'rerank': top_k must be at least 1" in error
     assert not (tmp_path / "out").exists()  # refused when the file was read
+
+
+def test_an_onnx_cross_encoder_reranks_as_torch_does(tiny):
+    torch_run = Rerank(model=tiny, top_k=4, device="cpu").rerank(QUERIES, FIRST_STAGE, TEXTS)
+    onnx = Rerank(model=tiny, top_k=4, device="cpu", backend="onnx")
+    assert onnx.identity()["backend"] == "onnx" and "backend" not in Rerank(model=tiny).identity()
+    onnx_run = onnx.rerank(QUERIES, FIRST_STAGE, TEXTS).to_dict()
+    for qid, ranked in torch_run.to_dict().items():
+        assert list(onnx_run[qid]) == list(ranked)
+        assert np.allclose(list(onnx_run[qid].values()), list(ranked.values()), atol=1e-4)
+    with pytest.raises(DaprError, match="int8 is for backend onnx"):
+        Rerank(model=tiny, backend="openvino", quantize="int8")

@@ -24,8 +24,10 @@ import torch
 
 from dapr.checkpoints import revision, sentence_transformer
 from dapr.data import Run
+from dapr.errors import DaprError
 from dapr.interfaces import Preset
 from dapr.io.files import write_bytes_atomic
+from dapr.retrievers.support.backends import check_backend, exported
 from dapr.retrievers.support.batches import encode_unpadded
 from dapr.retrievers.support.canonical import exact_scores, exact_search
 from dapr.retrievers.support.encoding import encode_into
@@ -70,7 +72,9 @@ class Dense:
     ``batch_size``, ``block_size`` (items scored at once), ``query_batch`` (queries scored at
     once), ``device``, ``devices`` (a list encodes with one process per device; by default
     every GPU when there are several) and ``shard_size`` (items a shard file holds: the unit of
-    resuming and of Ray encoding) change speed and memory, never the results.
+    resuming and of Ray encoding) change speed and memory, never the results. ``backend``
+    (``torch``, ``onnx``, ``openvino``) and ``quantize`` (``int8``, for onnx) run the model on
+    another CPU runtime (:mod:`~dapr.retrievers.support.backends`): faster, slightly different.
     """
 
     version = "3"
@@ -94,7 +98,12 @@ class Dense:
         device: str | None = None,
         devices: list[str] | None = None,
         shard_size: int = _SHARD,
+        backend: str = "torch",
+        quantize: str | None = None,
     ):
+        check_backend(backend, quantize)
+        if backend != "torch" and pooling is not None:
+            raise DaprError(f"backend {backend}: give a sentence-transformers model, not pooling")
         self.query_name = query_model or model
         self.document_name = document_model or model
         self.pooling = pooling
@@ -108,6 +117,8 @@ class Dense:
         self.device = device
         self.devices = devices
         self.shard_size = shard_size
+        self.backend = backend
+        self.quantize = quantize
         self._models: dict[str, Any] = {}
         self._shards: list[np.ndarray] = []
         self._ids: np.ndarray | None = None
@@ -121,16 +132,33 @@ class Dense:
             "pooling": self.pooling,
             "similarity": self.similarity,
             "max_length": self.max_length,
-        }
+        } | (
+            {"backend": self.backend, "quantize": self.quantize} if self.backend != "torch" else {}
+        )
 
     def _model(self, name: str):
         if name not in self._models:
             options: dict[str, Any] = {"trust_remote_code": self.trust_remote_code}
             if self.revision:
                 options["revision"] = self.revision
-            encoder = sentence_transformer(
-                name, self.pooling, self.similarity, self.device, **options
-            )
+            if self.backend == "torch":
+                encoder = sentence_transformer(
+                    name, self.pooling, self.similarity, self.device, **options
+                )
+            else:
+                from sentence_transformers import SentenceTransformer
+
+                options.pop("revision", None)
+                encoder = exported(
+                    SentenceTransformer,
+                    name,
+                    self.backend,
+                    self.quantize,
+                    self.revision,
+                    device=self.device,
+                    similarity_fn_name=self.similarity,
+                    **options,
+                )
             if self.max_length:
                 encoder.max_seq_length = self.max_length
             self._models[name] = encoder

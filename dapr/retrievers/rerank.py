@@ -29,6 +29,7 @@ from dapr.checkpoints import load, revision
 from dapr.data import Run
 from dapr.errors import DaprError
 from dapr.interfaces import Preset
+from dapr.retrievers.support.backends import check_backend, exported
 from dapr.retrievers.support.encoding import encoding_pool, gpus
 from dapr.retrievers.support.exact import use_all_cores
 
@@ -41,7 +42,8 @@ class Rerank:
     sentence-transformers :class:`~sentence_transformers.CrossEncoder`.
 
     The result holds the re-ranked items only, or with ``keep_rest`` also the remaining
-    first-stage items below them, in their first-stage order.
+    first-stage items below them, in their first-stage order. ``backend`` and ``quantize`` run
+    the model on ONNX Runtime or OpenVINO, as for :class:`~dapr.retrievers.dense.Dense`.
     """
 
     version = "1"
@@ -69,7 +71,10 @@ class Rerank:
         batch_size: int = 32,
         device: str | None = None,
         keep_rest: bool = False,
+        backend: str = "torch",
+        quantize: str | None = None,
     ):
+        check_backend(backend, quantize)
         if top_k < 1:
             raise DaprError(f"reranker 'rerank': top_k must be at least 1, got {top_k}")
         if batch_size < 1:
@@ -80,6 +85,8 @@ class Rerank:
         self.batch_size = batch_size
         self.device = device
         self.keep_rest = keep_rest
+        self.backend = backend
+        self.quantize = quantize
         self._model: Any = None
 
     def identity(self) -> dict:
@@ -89,7 +96,9 @@ class Rerank:
             "top_k": self.top_k,
             "max_length": self.max_length,
             "keep_rest": self.keep_rest,
-        }
+        } | (
+            {"backend": self.backend, "quantize": self.quantize} if self.backend != "torch" else {}
+        )
 
     def model(self):
         """The cross-encoder, loaded on first use."""
@@ -101,9 +110,13 @@ class Rerank:
                     "reranker 'rerank' needs sentence-transformers; "
                     'install it with: pip install "dapr-ir[dense]"'
                 ) from None
-            self._model = load(
-                CrossEncoder, self.model_name, max_length=self.max_length, device=self.device
-            )
+            options = {"max_length": self.max_length, "device": self.device}
+            if self.backend == "torch":
+                self._model = load(CrossEncoder, self.model_name, **options)
+            else:
+                self._model = exported(
+                    CrossEncoder, self.model_name, self.backend, self.quantize, **options
+                )
             labels = self._model.config.num_labels
             if labels != 1:
                 raise DaprError(

@@ -1,0 +1,58 @@
+"""CPU inference backends for dense retrieval: ONNX Runtime and OpenVINO exports of a model
+give the torch embeddings within float tolerance (int8 within a looser one), are exported once
+into the cache, and bad settings are one clear error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dapr.errors import DaprError
+from dapr.retrievers.dense import Dense
+from dapr.retrievers.support import backends
+
+TEXTS = [
+    "anarchism is a political philosophy",
+    "the autism spectrum and its diagnosis",
+    "albedo is the fraction of sunlight reflected",
+    "a cat and a kitten in the park",
+]
+
+
+def _vectors(dense: Dense) -> np.ndarray:
+    vectors = dense._model(dense.document_name).encode(TEXTS, convert_to_numpy=True)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize(
+    ("backend", "quantize", "least"),
+    [("onnx", None, 0.99999), ("openvino", None, 0.99999), ("onnx", "int8", 0.9)],
+)
+def test_an_exported_model_encodes_as_torch_does_and_is_exported_once(
+    tiny_encoder, backend, quantize, least, monkeypatch
+):
+    torch_vectors = _vectors(Dense(model=str(tiny_encoder)))
+    exported = Dense(model=str(tiny_encoder), backend=backend, quantize=quantize)
+    cosines = (_vectors(exported) * torch_vectors).sum(axis=1)
+    assert cosines.min() >= least
+    assert exported.identity()["backend"] == backend
+    assert exported.identity()["quantize"] == quantize
+
+    def no_export(*args, **kwargs):
+        raise AssertionError("exported again")
+
+    monkeypatch.setattr(backends, "_export", no_export)  # the second load reads the cache
+    again = Dense(model=str(tiny_encoder), backend=backend, quantize=quantize)
+    assert np.array_equal(_vectors(again), _vectors(exported))
+
+
+def test_torch_keeps_its_identity_and_bad_backends_are_named(tiny_encoder):
+    assert "backend" not in Dense(model=str(tiny_encoder)).identity()  # cache keys unchanged
+    for kwargs, message in [
+        ({"backend": "tensorrt"}, "backend 'tensorrt' is not one of: torch, onnx, openvino"),
+        ({"backend": "openvino", "quantize": "int8"}, "int8 is for backend onnx"),
+        ({"backend": "onnx", "quantize": "int4"}, "quantize 'int4': give int8"),
+        ({"backend": "onnx", "pooling": "mean"}, "give a sentence-transformers model"),
+    ]:
+        with pytest.raises(DaprError, match=message):
+            Dense(model=str(tiny_encoder), **kwargs)
