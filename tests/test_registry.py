@@ -112,10 +112,10 @@ def test_a_plugin_claiming_a_built_in_name_is_refused_not_used(tmp_path, monkeyp
     with pytest.raises(DaprError) as error:
         registry.retrievers.get("bm25")
     message = str(error.value)
-    assert "registered twice" in message and "dapr 0.1.0" in message and "shadow 1.0" in message
+    assert "registered twice" in message and "dapr-ir 0.1.0" in message and "shadow 1.0" in message
     assert "another name" in message
     listed = [dist for name, dist, _ in registry.retrievers.sources() if name == "bm25"]
-    assert sorted(listed) == ["dapr 0.1.0", "shadow 1.0"]
+    assert sorted(listed) == ["dapr-ir 0.1.0", "shadow 1.0"]
 
 
 def test_a_plugin_that_fails_to_import_is_one_line(tmp_path, monkeypatch, capsys):
