@@ -206,3 +206,18 @@ def test_the_recipes_carry_the_papers_thresholds_metrics_and_numbers():
     t2 = load_grid(EXPERIMENTS / "t2ranking_baselines.yaml", variant="full")[0]
     assert t2.metrics == ("MRR@10", "R@50", "R@1000", "nDCG@10")
     assert {spec.min_grade for spec in t2.train.values()} == {2}
+
+
+def test_a_cross_encoder_that_leaves_nothing_is_warned_about(capsys):
+    from dapr.experiment.training import _warn_if_nothing
+
+    _warn_if_nothing("de", {"below": 0.1, "scored": [3, 2], "removed": [1, 2]}, None)
+    assert capsys.readouterr().err == ""  # some negatives left
+    _warn_if_nothing("de", {"below": 0.1, "scored": [3, 2], "removed": [3, 2]}, {"examples": 0})
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "dapr: warning: train.de: the cross-encoder scored every mined candidate at or above "
+        "0.1, so no negative is left; is it calibrated?",
+        "dapr: warning: train.de: augmentation labelled no example (no query has both a "
+        "pseudo-positive and a pseudo-negative)",
+    ]

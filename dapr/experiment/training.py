@@ -14,6 +14,8 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -245,6 +247,7 @@ def _train_one(
                     spec.augment, augmented, augment_queries, texts, rows
                 )
                 rows += pseudo
+            _warn_if_nothing(name, denoising, augmentation)
             since = progress.started("train", name, f"{len(rows):,} examples")
             with cache.writing("models", key, resume=True) as entry:
                 gpus = experiment.resources.get("gpus_per_job", 0)
@@ -255,7 +258,7 @@ def _train_one(
                     record["augmentation"] = augmentation
                 _card(entry, name, spec, dataset, record)
                 for old in (entry / "checkpoints").glob("checkpoint-*"):
-                    _remove_tree(old)
+                    shutil.rmtree(old, ignore_errors=True)
             progress.finished("train", name, since, f"{record['steps']} steps")
     path = cache.path("models", key) / "model"
     _point(name, path)
@@ -362,6 +365,17 @@ def _pseudo(augment: dict, run: Any, queries: dict, texts: dict, rows: list) -> 
     return pseudo, {"model": augment["model"], **source, **counts}
 
 
+def _warn_if_nothing(name: str, denoising: dict | None, augmentation: dict | None) -> None:
+    """A warning on stderr when the cross-encoder left no negative or labelled no query."""
+    if denoising and sum(denoising["removed"]) == sum(denoising["scored"]) > 0:
+        print(f"dapr: warning: train.{name}: the cross-encoder scored every mined candidate at "
+              f"or above {denoising['below']}, so no negative is left; is it calibrated?",
+              file=sys.stderr)  # fmt: skip
+    if augmentation and not augmentation["examples"]:
+        print(f"dapr: warning: train.{name}: augmentation labelled no example (no query has "
+              "both a pseudo-positive and a pseudo-negative)", file=sys.stderr)  # fmt: skip
+
+
 def _fit(
     spec: TrainSpec, rows: list, entry: Path, settings: Any, log: Any, experiment_gpus: float
 ) -> dict:
@@ -421,9 +435,3 @@ def _point(name: str, path: Path) -> None:
     pointer = trained_pointer(name)
     pointer.parent.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(pointer, [json.dumps({"path": str(path)}).encode()])
-
-
-def _remove_tree(path: Path) -> None:
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)
