@@ -215,8 +215,7 @@ def _train_one(
         mined_key,
         revision(denoiser["model"]) if denoiser else None,
         spec.augment,
-        _split_hash(augment_queries, {}) if augment_queries is not None else None,
-        augmented_key,
+        augmented_key,  # the key of the run over the augmentation queries: it covers them
         revision(spec.augment["model"]) if spec.augment else None,
         spec.loss,
         dataclasses.asdict(settings),
