@@ -121,7 +121,7 @@ class Runner:
     ) -> Run:
         dataset = outcome.dataset
         factory = registry.retrievers.get(spec.name)
-        component = factory(**_with_language(factory, spec.args, dataset.language))
+        component = factory(**with_language(factory, spec.args, dataset.language))
         chain = chain_for(spec.contextualizer, dataset) if spec.contextualizer else None
         made_by = (
             spec.name,
@@ -334,7 +334,7 @@ def _head_items(run: Run, k: int | None) -> set[str]:
     return set(run.vocab[np.unique(codes)].tolist())
 
 
-def _with_language(factory: object, args: dict, language: str) -> dict:
+def with_language(factory: object, args: dict, language: str) -> dict:
     """``args`` plus the dataset's language, for a retriever that takes ``language`` (its
     tokenizer depends on it) and was not given one; English, the default, is left implicit."""
     if language == "en" or "language" in args:

@@ -8,7 +8,6 @@ system -> fused passage results); :func:`fuse` is the fusion on two result frame
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from dapr.data import Dataset, Document
 from dapr.errors import DaprError
 from dapr.experiment.arguments import check_args
 from dapr.experiment.chain import Chain, chain_for
-from dapr.experiment.runner import Runner, doc_codes
+from dapr.experiment.runner import Runner, doc_codes, with_language
 from dapr.experiment.spec import Experiment
 from dapr.experiment.validate import context_steps
 from dapr.interfaces import (
@@ -114,7 +113,7 @@ class DaprRetriever(pt.Transformer):
 
     def _open(self) -> Any:
         data = self.data.dataset
-        component = self.factory(**_with_language(self.factory, self.args, data.language))
+        component = self.factory(**with_language(self.factory, self.args, data.language))
         made_by = (
             self.name,
             version_of(self.factory),
@@ -283,15 +282,3 @@ def _fuser(name: str, args: dict[str, Any]) -> Any:
     if not isinstance(fuser, Fuser):
         raise DaprError(f"fuser {name!r} fuses two passage runs only; give it no document run")
     return fuser
-
-
-def _with_language(factory: Any, args: dict[str, Any], language: str) -> dict[str, Any]:
-    """``args`` with the dataset's ``language`` for a retriever that takes one (its tokenizer),
-    as ``dapr run`` passes it; English, the default, stays implicit."""
-    if language == "en" or "language" in args:
-        return args
-    try:
-        takes = "language" in inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        takes = False
-    return {**args, "language": language} if takes else args
