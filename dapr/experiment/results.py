@@ -346,6 +346,7 @@ def export_runs(
             f"{directory}: no system {unknown[0]!r}; choose from: {', '.join(metrics['systems'])}"
         )
     spec = manifest.get("experiment", {})
+    out.mkdir(parents=True, exist_ok=True)
     written = []
     for system in chosen:
         source = directory / "runs" / f"{system}.trec"
@@ -366,7 +367,6 @@ def export_runs(
             "git": manifest.get("git"),
             "finished": manifest.get("finished"),
         }
-        out.mkdir(parents=True, exist_ok=True)
         target = out / f"{system}.trec"
         write_trec_run(read_trec_run(source), target, system, about if header else None)
         written.append(target)

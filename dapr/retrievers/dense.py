@@ -27,7 +27,7 @@ from dapr.data import Run
 from dapr.errors import DaprError
 from dapr.interfaces import Preset
 from dapr.io.files import write_bytes_atomic
-from dapr.retrievers.support.backends import check_backend, exported
+from dapr.retrievers.support.backends import backend_identity, check_backend, exported
 from dapr.retrievers.support.batches import encode_unpadded
 from dapr.retrievers.support.canonical import exact_scores, exact_search
 from dapr.retrievers.support.encoding import encode_into
@@ -132,9 +132,7 @@ class Dense:
             "pooling": self.pooling,
             "similarity": self.similarity,
             "max_length": self.max_length,
-        } | (
-            {"backend": self.backend, "quantize": self.quantize} if self.backend != "torch" else {}
-        )
+        } | backend_identity(self.backend, self.quantize)
 
     def _model(self, name: str):
         if name not in self._models:

@@ -29,7 +29,7 @@ from dapr.checkpoints import load, revision
 from dapr.data import Run
 from dapr.errors import DaprError
 from dapr.interfaces import Preset
-from dapr.retrievers.support.backends import check_backend, exported
+from dapr.retrievers.support.backends import backend_identity, check_backend, exported
 from dapr.retrievers.support.encoding import encoding_pool, gpus
 from dapr.retrievers.support.exact import use_all_cores
 
@@ -96,9 +96,7 @@ class Rerank:
             "top_k": self.top_k,
             "max_length": self.max_length,
             "keep_rest": self.keep_rest,
-        } | (
-            {"backend": self.backend, "quantize": self.quantize} if self.backend != "torch" else {}
-        )
+        } | backend_identity(self.backend, self.quantize)
 
     def model(self):
         """The cross-encoder, loaded on first use."""

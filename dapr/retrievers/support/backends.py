@@ -33,6 +33,12 @@ def check_backend(backend: str, quantize: str | None) -> None:
         raise DaprError(f"quantize: int8 is for backend onnx (dynamic quantization), not {backend}")
 
 
+def backend_identity(backend: str, quantize: str | None) -> dict[str, Any]:
+    """The backend for a component's identity; nothing for torch, so torch's cache keys stay
+    those from before backends existed."""
+    return {} if backend == "torch" else {"backend": backend, "quantize": quantize}
+
+
 def exported(
     loader: Any, name: str, backend: str, quantize: str | None, pinned: str | None = None, **kw
 ) -> Any:
