@@ -20,7 +20,7 @@ from dapr.datasets.adapter import Adapter, RawFile
 from dapr.datasets.download import fetch
 from dapr.datasets.published import fetch_published, read_card
 from dapr.errors import DaprError, DataError
-from dapr.experiment.runner import _with_language
+from dapr.experiment.runner import with_language
 
 # --------------------------------------------------------------------------- a tiny adapter
 
@@ -522,10 +522,10 @@ def test_the_dataset_language_reaches_retrievers_that_take_one():
         def __init__(self, k1: float = 0.9):
             pass
 
-    assert _with_language(Takes, {}, "zh") == {"language": "zh"}
-    assert _with_language(Takes, {"language": "en"}, "zh") == {"language": "en"}
-    assert _with_language(Takes, {}, "en") == {}
-    assert _with_language(Ignores, {"k1": 1.0}, "zh") == {"k1": 1.0}
+    assert with_language(Takes, {}, "zh") == {"language": "zh"}
+    assert with_language(Takes, {"language": "en"}, "zh") == {"language": "en"}
+    assert with_language(Takes, {}, "en") == {}
+    assert with_language(Ignores, {"k1": 1.0}, "zh") == {"k1": 1.0}
 
 
 def test_load_downloads_once_into_the_prepared_copy(snapshot, tmp_path, monkeypatch):
