@@ -10,7 +10,7 @@ import torch
 from dapr.data import id_ranks
 from dapr.retrievers.dense import Dense
 from dapr.retrievers.support.batches import MIN_TOKENS, encode_unpadded, plan_batches
-from dapr.retrievers.support.canonical import EXACT, error_bound, exact_scores
+from dapr.retrievers.support.canonical import EXACT, error_bound, exact_scores, fast_product
 from dapr.retrievers.support.exact import TopK
 
 STORY = (
@@ -97,10 +97,13 @@ def test_exact_scores_match_float64_and_the_bound_covers_float32():
     from sentence_transformers.util import cos_sim, dot_score
 
     for name, fast in {"cosine": cos_sim, "dot": dot_score}.items():
-        got = fast(query[None], torch.from_numpy(rows))[0].double().numpy()
-        norms = np.linalg.norm(rows, axis=1).max()
-        bound = error_bound(name, 384, float(query.norm()), float(norms))
-        assert np.abs(got - exact_scores(name, query, rows)).max() <= bound
+        # and so does the BLAS product dense search finds its candidates with
+        for product in (fast, fast_product(name, fast)):
+            got = product(query[None], torch.from_numpy(rows))[0].double().numpy()
+            norms = np.linalg.norm(rows, axis=1).max()
+            bound = error_bound(name, 384, float(query.norm()), float(norms))
+            assert np.abs(got - exact_scores(name, query, rows)).max() <= bound
+    assert fast_product("euclidean", cos_sim) is cos_sim  # others keep the model's own
 
 
 def test_top_k_keeps_the_larger_ids_of_a_tie_whatever_the_blocks():

@@ -29,7 +29,7 @@ from dapr.interfaces import Preset
 from dapr.io.files import write_bytes_atomic
 from dapr.retrievers.support.backends import backend_identity, check_backend, exported
 from dapr.retrievers.support.batches import encode_unpadded
-from dapr.retrievers.support.canonical import exact_scores, exact_search
+from dapr.retrievers.support.canonical import exact_scores, exact_search, fast_product
 from dapr.retrievers.support.encoding import encode_into
 from dapr.retrievers.support.exact import candidate_rows, score_candidates, shard_pieces
 from dapr.retrievers.support.presets import paper_fusion
@@ -200,7 +200,7 @@ class Dense:
             self._shards,
             k,
             encoder.similarity_fn_name,
-            encoder.similarity,
+            fast_product(encoder.similarity_fn_name, encoder.similarity),
             self.block_size,
             self.query_batch,
         )

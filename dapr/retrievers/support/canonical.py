@@ -38,6 +38,27 @@ EXACT: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
 """Row-wise similarity of float64 vectors, one per sentence-transformers similarity name."""
 
 
+def fast_product(
+    similarity: str, fallback: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The float32 score of a query batch against a block for candidate search: for ``dot`` and
+    ``cosine``, one GEMM through numpy's BLAS (OpenBLAS, which outruns torch's MKL on AMD
+    processors: see ``benchmarks/exact_search.py``); for other similarities, ``fallback``."""
+    if similarity == "dot":
+        return lambda q, x: torch.from_numpy(q.numpy() @ x.numpy().T)
+    if similarity == "cosine":
+
+        def cosine(q: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            rows = x.numpy()
+            scores = _unit(q).numpy() @ rows.T
+            lengths = np.sqrt(np.einsum("ij,ij->i", rows, rows, dtype=np.float64))
+            scores /= np.maximum(lengths, 1e-12).astype(np.float32)
+            return torch.from_numpy(scores)
+
+        return cosine
+    return fallback
+
+
 def exact_scores(similarity: str, query: torch.Tensor, rows: np.ndarray) -> np.ndarray:
     """The exact ``similarity`` of ``query`` (float32, one vector) to each of ``rows``
     (float32), as float64 values that float32 holds exactly."""
@@ -49,7 +70,8 @@ def exact_scores(similarity: str, query: torch.Tensor, rows: np.ndarray) -> np.n
 def error_bound(similarity: str, dim: int, query_norm: float, item_norm: float) -> float:
     """How far a float32 score (sentence-transformers' matrix product) of a query of length
     ``query_norm`` and an item of length at most ``item_norm`` may be from its exact score:
-    twice the worst-case rounding error of a ``dim``-term sum with normalisation."""
+    twice the worst-case rounding error of a ``dim``-term sum with normalisation (the
+    products of :func:`fast_product` have the same)."""
     units = (2 * dim + 16) * 2.0**-24
     gamma = units / (1 - units)
     reach = query_norm + item_norm
