@@ -37,7 +37,8 @@ import numpy as np
 
 from dapr.data import Run
 from dapr.errors import DaprError, check_choice
-from dapr.retrievers.support.english import EnglishAnalyzer, TermIds
+from dapr.retrievers.support.english import EnglishAnalyzer, english_batch
+from dapr.retrievers.support.term_batches import term_batches
 
 _CHUNK_TOKENS = 1 << 22
 """Terms gathered before they are turned into postings (a 4M-term chunk takes ~100 MB)."""
@@ -76,6 +77,19 @@ def chinese_tokens(text: str, jieba) -> list[str]:
     """jieba's search-engine segmentation of lowercased ``text``, without tokens holding no
     letter or digit (punctuation, whitespace)."""
     return [t for t in jieba.lcut_for_search(text.lower()) if any(c.isalnum() for c in t)]
+
+
+def chinese_batch(texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """A batch of Chinese texts as :func:`~dapr.retrievers.support.english.english_batch`
+    gives an English one."""
+    jieba = _require_jieba()
+    vocab: dict[str, int] = {}
+    found = [
+        [vocab.setdefault(t, len(vocab)) for t in chinese_tokens(text, jieba)] for text in texts
+    ]
+    counts = np.array([len(terms) for terms in found], dtype=np.int64)
+    flat = np.fromiter((t for terms in found for t in terms), dtype=np.int32, count=counts.sum())
+    return list(vocab), flat, counts
 
 
 # --- Lucene's English analyzer ---------------------------------------------------------------
@@ -265,43 +279,36 @@ class BM25:
     ) -> tuple[list[Postings], np.ndarray, dict[str, int]]:
         """The postings of the items, a chunk of about ``_CHUNK_TOKENS`` terms at a time (so only
         they and one chunk's term ids are held), every item's number of terms, and the
-        vocabulary (term -> id); the item ids are appended to ``ids``."""
+        vocabulary (term -> id); the item ids are appended to ``ids``. Texts are tokenized on
+        every core (:mod:`~dapr.retrievers.support.term_batches`)."""
+        tokenize = english_batch if self.language == "en" else chinese_batch
         if self.language == "zh":
-            jieba = _require_jieba()
-            vocab: dict[str, int] = {}
-
-            def encode(text: str) -> Iterable[int]:
-                return [vocab.setdefault(t, len(vocab)) for t in chinese_tokens(text, jieba)]
-        else:
-            analyzer = self._english()
-            lookup = TermIds(analyzer)
-            vocab = lookup.terms
-
-            def encode(text: str) -> Iterable[int]:
-                return map(lookup.__getitem__, analyzer.words(text))  # -1: a stop word
-
+            _require_jieba()
+        vocab: dict[str, int] = {}
         chunks: list[Postings] = []
         lengths = array("q")
-        tokens, ends = array("i"), array("q")
+        tokens: list[np.ndarray] = []
+        counts: list[np.ndarray] = []
 
         def flush() -> None:
-            if not ends:
-                return
-            every = np.frombuffer(tokens, dtype=np.int32)
-            bounds = np.frombuffer(ends, dtype=np.int64)
-            stop = np.searchsorted(bounds, np.flatnonzero(every < 0), side="right")
-            counts = np.diff(bounds, prepend=0) - np.bincount(stop, minlength=len(bounds))
-            chunks.append(postings(every[every >= 0], counts, len(lengths)))
-            lengths.extend(counts.tolist())
-            del every, bounds
-            del tokens[:], ends[:]
+            if counts:
+                every = np.concatenate(counts)
+                chunks.append(postings(np.concatenate(tokens), every, len(lengths)))
+                lengths.extend(every.tolist())
+                tokens.clear()
+                counts.clear()
 
-        for item_id, text in items:
-            ids.append(item_id)
-            tokens.extend(encode(text))
-            ends.append(len(tokens))
-            if len(tokens) >= _CHUNK_TOKENS:
+        held = 0
+        for batch_ids, batch_tokens, batch_counts in term_batches(
+            items, tokenize, vocab, self._cores()
+        ):
+            ids.extend(batch_ids)
+            tokens.append(batch_tokens)
+            counts.append(batch_counts)
+            held += len(batch_tokens)
+            if held >= _CHUNK_TOKENS:
                 flush()
+                held = 0
         flush()
         return chunks, np.array(lengths, dtype=np.int64), vocab
 

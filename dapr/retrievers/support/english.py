@@ -16,7 +16,10 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from array import array
 from collections.abc import Iterable
+
+import numpy as np
 
 from dapr.errors import DaprError
 
@@ -269,3 +272,27 @@ class TermIds(dict):
         found = -1 if term is None else self.terms.setdefault(term, len(self.terms))
         self[word] = found
         return found
+
+
+_PROCESS_ANALYZER: list[EnglishAnalyzer] = []
+"""This process's analyzer for :func:`english_batch`, made on first use (its stems cached)."""
+
+
+def english_batch(texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """A batch of texts as :data:`dapr.retrievers.support.term_batches.Tokenize` gives it: its
+    terms in order of first sight, their ids one text after another, stop words left out, and
+    each text's number of terms."""
+    if not _PROCESS_ANALYZER:
+        _PROCESS_ANALYZER.append(EnglishAnalyzer())
+    analyzer = _PROCESS_ANALYZER[0]
+    lookup = TermIds(analyzer)
+    tokens, ends = array("i"), array("q")
+    for text in texts:
+        tokens.extend(map(lookup.__getitem__, analyzer.words(text)))  # -1: a stop word
+        ends.append(len(tokens))
+    every = np.frombuffer(tokens, dtype=np.int32)
+    kept = np.zeros(len(every) + 1, dtype=np.int64)
+    np.cumsum(every >= 0, out=kept[1:])
+    bounds = np.frombuffer(ends, dtype=np.int64)
+    counts = np.diff(kept[bounds], prepend=0)
+    return list(lookup.terms), every[every >= 0].copy(), counts
