@@ -106,6 +106,23 @@ def test_exact_scores_match_float64_and_the_bound_covers_float32():
     assert fast_product("euclidean", cos_sim) is cos_sim  # others keep the model's own
 
 
+def test_queries_rescored_together_score_as_one_at_a_time():
+    from dapr.retrievers.support.canonical import _exact_group
+
+    generator = torch.Generator().manual_seed(1)
+    shards = [torch.randn(n, 96, generator=generator).numpy() * 2 for n in (40, 25)]
+    queries = torch.randn(6, 96, generator=generator)
+    codes = [torch.randperm(65, generator=generator)[:12].numpy() for _ in range(6)]
+    for name in EXACT:
+        for group in (codes, [*codes[:5], codes[5][:7]]):  # together, and a ragged group
+            together = _exact_group(name, queries, group, shards)
+            every = np.concatenate(shards)
+            alone = [exact_scores(name, q, every[c]) for q, c in zip(queries, group)]
+            assert len(together) == len(alone) == 6
+            for a, b in zip(together, alone):
+                np.testing.assert_array_equal(a, b)
+
+
 def test_top_k_keeps_the_larger_ids_of_a_tie_whatever_the_blocks():
     # a hundred items tied but two; the largest ids come first, where topk does not look
     ids = np.array([f"i{99 - p:02d}" for p in range(100)], dtype=object)

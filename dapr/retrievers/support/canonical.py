@@ -103,6 +103,24 @@ def longest_row(shards: Sequence[np.ndarray], block_size: int) -> float:
     return longest
 
 
+_RESCORE_BYTES = 2 << 20
+"""Float64 candidate rows rescored at a time, in groups of queries (a few: the float64
+temporaries then stay in cache; measured fastest on 100,000 x 768, top 100)."""
+
+
+def _exact_group(
+    similarity: str, queries: torch.Tensor, codes: list[np.ndarray], shards: Sequence[np.ndarray]
+) -> list[np.ndarray]:
+    """:func:`exact_scores` of each query against the rows ``codes`` of ``shards``, computed for
+    the group at once when every query has as many candidates (the same float64 operations
+    row by row, so the same values as one query at a time)."""
+    if len({len(c) for c in codes}) != 1:
+        return [exact_scores(similarity, q, gather_rows(shards, c)) for q, c in zip(queries, codes)]
+    rows = gather_rows(shards, np.concatenate(codes)).reshape(len(codes), len(codes[0]), -1)
+    found = EXACT[similarity](queries.double()[:, None, :], torch.from_numpy(rows).double())
+    return list(found.float().double().numpy())
+
+
 def exact_search(
     queries: torch.Tensor,
     shards: Sequence[np.ndarray],
@@ -129,16 +147,19 @@ def exact_search(
         tops = search_shards(queries[todo], shards, wide, fast, block_size, query_batch)
         found = [row for top in tops for row in zip(*top.rows())]
         retry = []
-        for q, (codes, fast_scores) in zip(todo.tolist(), found):
-            exact = exact_scores(similarity, queries[q], gather_rows(shards, codes))
-            if len(codes) < total:
-                cut = np.partition(exact, len(exact) - depth)[len(exact) - depth]
-                length = float(queries[q].double().norm())
-                bound = error_bound(similarity, queries.shape[1], length, longest)
-                if not fast_scores[-1] + bound < cut:  # an item left out might reach the cut
-                    retry.append(q)
-                    continue
-            items[q], scores[q] = codes, exact
+        step = max(1, _RESCORE_BYTES // (8 * wide * queries.shape[1]))
+        for start in range(0, len(todo), step):
+            group, chosen = found[start : start + step], todo[start : start + step]
+            exact_group = _exact_group(similarity, queries[chosen], [c for c, _ in group], shards)
+            for q, (codes, fast_scores), exact in zip(chosen.tolist(), group, exact_group):
+                if len(codes) < total:
+                    cut = np.partition(exact, len(exact) - depth)[len(exact) - depth]
+                    length = float(queries[q].double().norm())
+                    bound = error_bound(similarity, queries.shape[1], length, longest)
+                    if not fast_scores[-1] + bound < cut:  # a left-out item might reach the cut
+                        retry.append(q)
+                        continue
+                items[q], scores[q] = codes, exact
         todo = np.array(retry, dtype=np.int64)
         wide = min(total, wide * 4)
     return items, scores
