@@ -11,10 +11,11 @@ so a corpus streams through in bounded memory.
 from __future__ import annotations
 
 import multiprocessing
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from itertools import islice
+from itertools import islice, repeat
 
 import numpy as np
 
@@ -40,8 +41,7 @@ def term_batches(
             if batch:
                 yield _global(batch, tokenize([text for _, text in batch]), vocab)
         return
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:
         pending: deque[tuple[list, Future]] = deque()
         for batch in (first, second, *_batches(stream)):
             pending.append((batch, pool.submit(tokenize, [text for _, text in batch])))
@@ -51,6 +51,13 @@ def term_batches(
         while pending:
             done, future = pending.popleft()
             yield _global(done, future.result(), vocab)
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """Forked workers on Linux: they start at once and, unlike spawned ones, do not import the
+    caller's script again (a script without an ``if __name__ == "__main__"`` guard would run
+    twice); they run only the tokenizer, which shares no lock with the parent's threads."""
+    return multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
 
 
 def _batches(stream: Iterator[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]:
@@ -65,7 +72,9 @@ def _global(
 ) -> tuple[list[str], np.ndarray, np.ndarray]:
     """A tokenized batch with its local term ids replaced by ids of ``vocab``."""
     terms, local, counts = tokenized
-    remap = np.fromiter(
-        (vocab.setdefault(term, len(vocab)) for term in terms), dtype=np.int32, count=len(terms)
-    )
-    return [item_id for item_id, _ in batch], remap[local], counts
+    remap = np.fromiter(map(vocab.get, terms, repeat(-1)), dtype=np.int64, count=len(terms))
+    new = np.flatnonzero(remap < 0)  # terms first seen here, numbered in the batch's order
+    first = len(vocab)
+    vocab.update(zip([terms[i] for i in new.tolist()], range(first, first + len(new))))
+    remap[new] = np.arange(first, first + len(new))
+    return [item_id for item_id, _ in batch], remap.astype(np.int32)[local], counts
