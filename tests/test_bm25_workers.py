@@ -44,3 +44,22 @@ def test_texts_tokenized_by_worker_processes_give_the_index_of_one_process(
     assert (tmp_path / "one" / "ids.json").read_text() == (
         tmp_path / "two" / "ids.json"
     ).read_text()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_corpus_streams_through_a_few_batches_at_a_time(monkeypatch, tmp_path, threads):
+    read = []
+
+    def items():
+        for i in range(200):
+            read.append(i)
+            yield f"p{i:03d}", ENGLISH[i % len(ENGLISH)]
+
+    seen = []
+    real = term_batches._global
+    monkeypatch.setattr(term_batches, "BATCH", 5)
+    monkeypatch.setattr(term_batches, "_global", lambda *a: seen.append(len(read)) or real(*a))
+    BM25(threads=threads).index(items(), tmp_path / "index")
+    # the first batch is given back when at most two (one process) or two per worker and the
+    # one being read are held, not the whole corpus
+    assert len(seen) == 40 and seen[0] <= 5 * (2 * threads + 1) < 200

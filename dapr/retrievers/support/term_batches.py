@@ -15,7 +15,7 @@ import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from itertools import islice, repeat
+from itertools import chain, islice, repeat
 
 import numpy as np
 
@@ -37,13 +37,13 @@ def term_batches(
     first = list(islice(stream, BATCH))
     second = list(islice(stream, BATCH)) if first else []
     if workers <= 1 or not second:
-        for batch in (first, second, *_batches(stream)):
+        for batch in chain((first, second), _batches(stream)):
             if batch:
                 yield _global(batch, tokenize([text for _, text in batch]), vocab)
         return
     with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:
         pending: deque[tuple[list, Future]] = deque()
-        for batch in (first, second, *_batches(stream)):
+        for batch in chain((first, second), _batches(stream)):
             pending.append((batch, pool.submit(tokenize, [text for _, text in batch])))
             if len(pending) >= 2 * workers:
                 done, future = pending.popleft()
