@@ -10,6 +10,7 @@ import pytest
 from dapr.errors import DaprError
 from dapr.retrievers.dense import Dense
 from dapr.retrievers.support import backends
+from dapr.retrievers.support.batches import encode_unpadded
 
 TEXTS = [
     "anarchism is a political philosophy",
@@ -37,6 +38,16 @@ def test_an_exported_model_encodes_as_torch_does_and_is_exported_once(
     assert cosines.min() >= least
     assert exported.identity()["backend"] == backend
     assert exported.identity()["quantize"] == quantize
+    if quantize is None:  # as with torch, an embedding does not depend on its batch
+        model = exported._model(exported.document_name)
+        same_length = [f"{w} is a word here" for w in ("cat", "river", "music", "albedo")]
+        alone = [
+            encode_unpadded(model, [t], "document", convert_to_numpy=True)[0] for t in same_length
+        ]
+        together = encode_unpadded(
+            model, same_length, "document", batch_size=4, convert_to_numpy=True
+        )
+        np.testing.assert_array_equal(together, np.stack(alone))
 
     def no_export(*args, **kwargs):
         raise AssertionError("exported again")
