@@ -61,9 +61,11 @@ def fast_product(
 
 def exact_scores(similarity: str, query: torch.Tensor, rows: np.ndarray) -> np.ndarray:
     """The exact ``similarity`` of ``query`` (float32, one vector) to each of ``rows``
-    (float32), as float64 values that float32 holds exactly."""
+    (float32), as float64 values that float32 holds exactly; or of each of several queries to
+    its own rows (``query`` of shape queries x dim, ``rows`` queries x n x dim), with the same
+    operations row by row and so the same values."""
     items = torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)).double()
-    found = EXACT[similarity](query.double().reshape(1, -1), items)
+    found = EXACT[similarity](query.double().unsqueeze(-2), items)
     return found.float().double().numpy()
 
 
@@ -111,14 +113,12 @@ temporaries then stay in cache; measured fastest on 100,000 x 768, top 100)."""
 def _exact_group(
     similarity: str, queries: torch.Tensor, codes: list[np.ndarray], shards: Sequence[np.ndarray]
 ) -> list[np.ndarray]:
-    """:func:`exact_scores` of each query against the rows ``codes`` of ``shards``, computed for
-    the group at once when every query has as many candidates (the same float64 operations
-    row by row, so the same values as one query at a time)."""
+    """:func:`exact_scores` of each query against the rows ``codes`` of ``shards``, for the
+    group at once when every query has as many candidates."""
     if len({len(c) for c in codes}) != 1:
         return [exact_scores(similarity, q, gather_rows(shards, c)) for q, c in zip(queries, codes)]
     rows = gather_rows(shards, np.concatenate(codes)).reshape(len(codes), len(codes[0]), -1)
-    found = EXACT[similarity](queries.double()[:, None, :], torch.from_numpy(rows).double())
-    return list(found.float().double().numpy())
+    return list(exact_scores(similarity, queries, rows))
 
 
 def exact_search(
