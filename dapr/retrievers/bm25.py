@@ -37,7 +37,7 @@ import numpy as np
 
 from dapr.data import Run
 from dapr.errors import DaprError, check_choice
-from dapr.retrievers.support.english import EnglishAnalyzer, english_batch
+from dapr.retrievers.support.english import english_batch, process_analyzer
 from dapr.retrievers.support.term_batches import term_batches
 
 _CHUNK_TOKENS = 1 << 22
@@ -220,7 +220,6 @@ class BM25:
         self.java_heap = java_heap
         self._model = None
         self._ids: np.ndarray | None = None
-        self._analyzer: EnglishAnalyzer | None = None
         self._lucene = None
 
     def identity(self) -> dict[str, Any]:
@@ -232,16 +231,11 @@ class BM25:
         affinity = getattr(os, "sched_getaffinity", None)
         return len(affinity(0)) if affinity else os.cpu_count() or 1
 
-    def _english(self) -> EnglishAnalyzer:
-        if self._analyzer is None:
-            self._analyzer = EnglishAnalyzer()
-        return self._analyzer
-
     def _tokenize(self, texts: list[str]) -> list[list[str]]:
         if self.language == "zh":
             jieba = _require_jieba()
             return [chinese_tokens(text, jieba) for text in texts]
-        analyzer = self._english()
+        analyzer = process_analyzer()
         return [analyzer.terms(text) for text in texts]
 
     def index(self, items: Iterable[tuple[str, str]], store: Path) -> None:

@@ -274,17 +274,18 @@ class TermIds(dict):
         return found
 
 
-_PROCESS_ANALYZER: list[EnglishAnalyzer] = []
-"""This process's analyzer for :func:`english_batch`, made on first use (its stems cached)."""
+@functools.cache
+def process_analyzer() -> EnglishAnalyzer:
+    """This process's analyzer, made on first use: indexing and queries share its cache of
+    stems."""
+    return EnglishAnalyzer()
 
 
 def english_batch(texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
     """A batch of texts as :data:`dapr.retrievers.support.term_batches.Tokenize` gives it: its
     terms in order of first sight, their ids one text after another, stop words left out, and
     each text's number of terms."""
-    if not _PROCESS_ANALYZER:
-        _PROCESS_ANALYZER.append(EnglishAnalyzer())
-    analyzer = _PROCESS_ANALYZER[0]
+    analyzer = process_analyzer()
     lookup = TermIds(analyzer)
     tokens, ends = array("i"), array("q")
     for text in texts:
