@@ -17,10 +17,6 @@ from pathlib import Path
 import numpy as np
 
 
-def reciprocal_rank(ranked: list[str], relevant: dict[str, int], depth: int = 10) -> float:
-    return next((1 / (r + 1) for r, p in enumerate(ranked[:depth]) if relevant.get(p, 0) > 0), 0.0)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="sentence-transformers/all-MiniLM-L6-v2")
@@ -34,7 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     from sentence_transformers import CrossEncoder
 
     from dapr.checkpoints import resolve
+    from dapr.data import Run
     from dapr.datasets import load_dataset
+    from dapr.evaluation import evaluate
     from dapr.retrievers.bm25 import BM25
     from dapr.training.cross import train_cross_encoder
     from dapr.training.dual import Settings
@@ -56,21 +54,22 @@ def main(argv: list[str] | None = None) -> int:
         seconds = time.perf_counter() - started
         sample = random.Random(0).sample(sorted(test.qrels), min(args.queries, len(test.qrels)))
         first = bm25.search({q: test.queries[q] for q in sample}, args.depth).to_dict()
-    ours, theirs = [], []
-    for qid in sample:
-        candidates = list(first[qid])
+    reranked = {}
+    for qid, candidates in first.items():
         scores = model.predict([(test.queries[qid], texts[p]) for p in candidates])
-        reranked = [candidates[i] for i in np.argsort(-scores, kind="stable")]
-        ours.append(reciprocal_rank(reranked, test.qrels[qid]))
-        theirs.append(reciprocal_rank(candidates, test.qrels[qid]))
-    shares = [1.0 / (1 + n) for n in range(1, args.negatives + 1)]  # a positive's share per row
-    base = -(shares[-1] * np.log(shares[-1]) + (1 - shares[-1]) * np.log(1 - shares[-1]))
+        reranked[qid] = dict(zip(candidates, scores.tolist()))
+    qrels = {q: test.qrels[q] for q in sample}
+    ours, theirs = (
+        evaluate(Run.from_dict(run), qrels, ["MRR@10"]).means["MRR@10"] for run in (reranked, first)
+    )
+    share = 1 / (1 + args.negatives)  # of the rows, positives
+    base = -(share * np.log(share) + (1 - share) * np.log(1 - share))
     print(f"{args.model}, {len(rows):,} examples x (1 positive + {args.negatives} negatives), "
           f"{record['steps']} steps at {args.learning_rate:g} ({seconds:.0f} s)")  # fmt: skip
     print(f"training loss {record['training_loss']:.3f} (predicting the share of positives: "
           f"{base:.3f})")  # fmt: skip
     print(f"MRR@10 over BM25's top {args.depth} of {len(sample)} test queries: cross-encoder "
-          f"{np.mean(ours):.4f}, BM25's order {np.mean(theirs):.4f}")  # fmt: skip
+          f"{ours:.4f}, BM25's order {theirs:.4f}")  # fmt: skip
     return 0
 
 
