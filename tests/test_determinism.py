@@ -104,6 +104,11 @@ def test_exact_scores_match_float64_and_the_bound_covers_float32():
             bound = error_bound(name, 384, float(query.norm()), float(norms))
             assert np.abs(got - exact_scores(name, query, rows)).max() <= bound
     assert fast_product("euclidean", cos_sim) is cos_sim  # others keep the model's own
+    # cosine keeps a block's lengths for the next batch of queries, never for another block
+    reused = fast_product("cosine", cos_sim)
+    for block in (torch.from_numpy(rows), torch.from_numpy(rows[::-1].copy())):
+        for batch in (query[None], -query[None]):
+            assert torch.equal(reused(batch, block), fast_product("cosine", cos_sim)(batch, block))
 
 
 def test_queries_rescored_together_score_as_one_at_a_time():

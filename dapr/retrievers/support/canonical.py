@@ -16,6 +16,7 @@ again, wider.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -47,12 +48,15 @@ def fast_product(
     if similarity == "dot":
         return lambda q, x: torch.from_numpy(q.numpy() @ x.numpy().T)
     if similarity == "cosine":
+        seen: list = [lambda: None, None]  # the last block (a weak reference) and its lengths
 
         def cosine(q: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
             rows = x.numpy()
+            if seen[0]() is not x:  # a block is scored against every batch of queries
+                lengths = np.sqrt(np.einsum("ij,ij->i", rows, rows, dtype=np.float64))
+                seen[:] = [weakref.ref(x), np.maximum(lengths, 1e-12).astype(np.float32)]
             scores = _unit(q).numpy() @ rows.T
-            lengths = np.sqrt(np.einsum("ij,ij->i", rows, rows, dtype=np.float64))
-            scores /= np.maximum(lengths, 1e-12).astype(np.float32)
+            scores /= seen[1]
             return torch.from_numpy(scores)
 
         return cosine
