@@ -13,7 +13,8 @@ processes, each using every core:
 
 It prints time, queries/s, peak resident memory (file pages included) and peak anonymous memory
 (what must fit in RAM) per method, the memory one full score matrix would need, and whether both
-methods return the same top 10 for a sample of queries. Exits 1 when they differ.
+methods return the same top 10 for a sample of queries. Exits 1 when they differ. Each method
+runs ``--repeats`` times, the methods taking turns; the fastest run of each is reported.
 
     python benchmarks/exact_search.py [--documents 1000000 --dim 768 --queries 10000 --k 1000]
 """
@@ -66,7 +67,9 @@ def run_dapr(folder: Path, k: int, torch_product: bool = False) -> tuple[np.ndar
     from dapr.retrievers.support.canonical import exact_search, fast_product
 
     queries = torch.from_numpy(np.load(folder / "queries.npy"))
-    fast = dot_score if torch_product else fast_product("dot", dot_score)
+    fast = fast_product("dot", dot_score)
+    if torch_product:
+        fast = lambda q, x: dot_score(torch.from_numpy(q), torch.from_numpy(np.array(x))).numpy()  # noqa: E731
     codes, scores = exact_search(queries, shards(folder), k, "dot", fast)
     best = [c[np.argsort(-s, kind="stable")[:k]] for c, s in zip(codes, scores)]
     return np.stack(best), np.stack([np.sort(s)[::-1][:k] for s in scores])
@@ -146,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=10_000)
     parser.add_argument("--k", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="runs per method, in turns; the fastest is kept"
+    )
     parser.add_argument("--worker", choices=METHODS, help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -159,7 +165,12 @@ def main(argv: list[str] | None = None) -> int:
         write_vectors(folder, args.documents, args.dim, args.queries, args.seed)
         took = time.perf_counter() - start
         print(f"wrote {args.documents:,} x {args.dim} vectors in {took:.0f} s")
-        results = {method: measure(method, folder, args.k) for method in METHODS}
+        results: dict[str, dict] = {}
+        for _ in range(args.repeats):  # in turns, so that a busy spell does not favour one
+            for method in METHODS:
+                run = measure(method, folder, args.k)
+                if method not in results or run["seconds"] < results[method]["seconds"]:
+                    results[method] = run
 
     sample = len(results["dapr"]["top10"])
     agree = {
@@ -171,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     cores = len(os.sched_getaffinity(0))
     print(
         f"\n{args.documents:,} documents x {args.dim} float32 ({corpus:.1f} GiB), "
-        f"{args.queries:,} queries, top {args.k}, {cores} cores\n"
+        f"{args.queries:,} queries, top {args.k}, {cores} cores, "
+        f"fastest of {args.repeats} runs each\n"
     )
     print(
         "| method | seconds | queries/s | throughput / faiss | peak RSS (GiB) | "

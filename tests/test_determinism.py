@@ -98,34 +98,33 @@ def test_exact_scores_match_float64_and_the_bound_covers_float32():
 
     for name, fast in {"cosine": cos_sim, "dot": dot_score}.items():
         # and so does the BLAS product dense search finds its candidates with
-        for product in (fast, fast_product(name, fast)):
-            got = product(query[None], torch.from_numpy(rows))[0].double().numpy()
+        products = {
+            "model": fast(query[None], torch.from_numpy(rows))[0].double().numpy(),
+            "blas": fast_product(name, fast)(query[None].numpy(), rows)[0].astype(np.float64),
+        }
+        for got in products.values():
             norms = np.linalg.norm(rows, axis=1).max()
             bound = error_bound(name, 384, float(query.norm()), float(norms))
             assert np.abs(got - exact_scores(name, query, rows)).max() <= bound
-    assert fast_product("euclidean", cos_sim) is cos_sim  # others keep the model's own
-    # cosine keeps a block's lengths for the next batch of queries, never for another block
-    reused = fast_product("cosine", cos_sim)
-    for block in (torch.from_numpy(rows), torch.from_numpy(rows[::-1].copy())):
-        for batch in (query[None], -query[None]):
-            assert torch.equal(reused(batch, block), fast_product("cosine", cos_sim)(batch, block))
+    # other similarities keep the model's own product
+    euclidean = fast_product("euclidean", lambda q, x: -torch.cdist(q, x))
+    expected = -torch.cdist(query[None], torch.from_numpy(rows)).numpy()
+    np.testing.assert_array_equal(euclidean(query[None].numpy(), rows), expected)
 
 
-def test_queries_rescored_together_score_as_one_at_a_time():
-    from dapr.retrievers.support.canonical import _exact_group
+def test_queries_rescored_together_score_as_one_at_a_time(monkeypatch):
+    from dapr.retrievers.support import canonical
 
     generator = torch.Generator().manual_seed(1)
     shards = [torch.randn(n, 96, generator=generator).numpy() * 2 for n in (40, 25)]
     queries = torch.randn(6, 96, generator=generator)
-    codes = [torch.randperm(65, generator=generator)[:12].numpy() for _ in range(6)]
+    codes = np.stack([torch.randperm(65, generator=generator)[:12].numpy() for _ in range(6)])
+    every = np.concatenate(shards)
     for name in EXACT:
-        for group in (codes, [*codes[:5], codes[5][:7]]):  # together, and a ragged group
-            together = _exact_group(name, queries, group, shards)
-            every = np.concatenate(shards)
-            alone = [exact_scores(name, q, every[c]) for q, c in zip(queries, group)]
-            assert len(together) == len(alone) == 6
-            for a, b in zip(together, alone):
-                np.testing.assert_array_equal(a, b)
+        alone = np.stack([exact_scores(name, q, every[c]) for q, c in zip(queries, codes)])
+        for group in (1, 4, 6):  # queries rescored at a time
+            monkeypatch.setattr(canonical, "_RESCORE_BYTES", 8 * 12 * 96 * group)
+            np.testing.assert_array_equal(canonical.rescore(name, queries, codes, shards), alone)
 
 
 def test_top_k_keeps_the_larger_ids_of_a_tie_whatever_the_blocks():

@@ -94,7 +94,7 @@ class Dense:
         trust_remote_code: bool = False,
         batch_size: int = 64,
         block_size: int = 65_536,
-        query_batch: int = 1024,
+        query_batch: int = 4096,
         device: str | None = None,
         devices: list[str] | None = None,
         shard_size: int = _SHARD,

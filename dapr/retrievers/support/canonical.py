@@ -16,13 +16,15 @@ again, wider.
 from __future__ import annotations
 
 import math
-import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import numpy as np
 import torch
 
-from dapr.retrievers.support.exact import search_shards
+from dapr.retrievers.support.candidates import search_candidates
+from dapr.retrievers.support.exact import cores, torch_threads
 
 
 def _unit(vectors: torch.Tensor) -> torch.Tensor:
@@ -41,26 +43,23 @@ EXACT: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
 
 def fast_product(
     similarity: str, fallback: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """The float32 score of a query batch against a block for candidate search: for ``dot`` and
-    ``cosine``, one GEMM through numpy's BLAS (OpenBLAS, which outruns torch's MKL on AMD
-    processors: see ``benchmarks/exact_search.py``); for other similarities, ``fallback``."""
+) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """The float32 scores of a batch of queries against rows (numpy arrays) for candidate
+    search: for ``dot`` and ``cosine``, one GEMM through numpy's BLAS (OpenBLAS, which outruns
+    torch's MKL on AMD processors: see ``benchmarks/exact_search.py``); for other similarities,
+    the model's own ``fallback`` (torch)."""
     if similarity == "dot":
-        return lambda q, x: torch.from_numpy(q.numpy() @ x.numpy().T)
+        return lambda q, x: q @ x.T
     if similarity == "cosine":
-        seen: list = [lambda: None, None]  # the last block (a weak reference) and its lengths
 
-        def cosine(q: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-            rows = x.numpy()
-            if seen[0]() is not x:  # a block is scored against every batch of queries
-                lengths = np.sqrt(np.einsum("ij,ij->i", rows, rows, dtype=np.float64))
-                seen[:] = [weakref.ref(x), np.maximum(lengths, 1e-12).astype(np.float32)]
-            scores = _unit(q).numpy() @ rows.T
-            scores /= seen[1]
-            return torch.from_numpy(scores)
+        def cosine(q: np.ndarray, x: np.ndarray) -> np.ndarray:
+            lengths = np.sqrt(np.einsum("ij,ij->i", x, x, dtype=np.float64))
+            scores = _unit(torch.from_numpy(q)).numpy() @ x.T
+            scores /= np.maximum(lengths, 1e-12).astype(np.float32)
+            return scores
 
         return cosine
-    return fallback
+    return lambda q, x: fallback(torch.from_numpy(q), torch.from_numpy(np.array(x))).numpy()
 
 
 def exact_scores(similarity: str, query: torch.Tensor, rows: np.ndarray) -> np.ndarray:
@@ -73,9 +72,12 @@ def exact_scores(similarity: str, query: torch.Tensor, rows: np.ndarray) -> np.n
     return found.float().double().numpy()
 
 
-def error_bound(similarity: str, dim: int, query_norm: float, item_norm: float) -> float:
+def error_bound(
+    similarity: str, dim: int, query_norm: float | np.ndarray, item_norm: float
+) -> float | np.ndarray:
     """How far a float32 score (sentence-transformers' matrix product) of a query of length
-    ``query_norm`` and an item of length at most ``item_norm`` may be from its exact score:
+    ``query_norm`` (or of several: one bound each) and an item of length at most ``item_norm``
+    may be from its exact score:
     twice the worst-case rounding error of a ``dim``-term sum with normalisation (the
     products of :func:`fast_product` have the same)."""
     units = (2 * dim + 16) * 2.0**-24
@@ -99,30 +101,23 @@ def gather_rows(shards: Sequence[np.ndarray], codes: np.ndarray) -> np.ndarray:
     return out
 
 
-def longest_row(shards: Sequence[np.ndarray], block_size: int) -> float:
-    """The largest Euclidean length of a row of ``shards``."""
-    longest = 0.0
-    for shard in shards:
-        for start in range(0, len(shard), block_size):
-            block = np.asarray(shard[start : start + block_size], dtype=np.float64)
-            longest = max(longest, float(np.sqrt(np.square(block).sum(1).max(initial=0.0))))
-    return longest
-
-
 _RESCORE_BYTES = 2 << 20
 """Float64 candidate rows rescored at a time, in groups of queries (a few: the float64
 temporaries then stay in cache; measured fastest on 100,000 x 768, top 100)."""
 
 
-def _exact_group(
-    similarity: str, queries: torch.Tensor, codes: list[np.ndarray], shards: Sequence[np.ndarray]
-) -> list[np.ndarray]:
-    """:func:`exact_scores` of each query against the rows ``codes`` of ``shards``, for the
-    group at once when every query has as many candidates."""
-    if len({len(c) for c in codes}) != 1:
-        return [exact_scores(similarity, q, gather_rows(shards, c)) for q, c in zip(queries, codes)]
-    rows = gather_rows(shards, np.concatenate(codes)).reshape(len(codes), len(codes[0]), -1)
-    return list(exact_scores(similarity, queries, rows))
+def rescore(
+    similarity: str, queries: torch.Tensor, codes: np.ndarray, shards: Sequence[np.ndarray]
+) -> np.ndarray:
+    """:func:`exact_scores` of each query against its rows ``codes`` (a row of codes per query)
+    of ``shards``, a few queries at a time."""
+    out = np.empty(codes.shape, dtype=np.float64)
+    step = max(1, _RESCORE_BYTES // (8 * max(1, codes.shape[1]) * queries.shape[1]))
+    for start in range(0, len(codes), step):
+        group = codes[start : start + step]
+        rows = gather_rows(shards, group.reshape(-1)).reshape(*group.shape, -1)
+        out[start : start + step] = exact_scores(similarity, queries[start : start + step], rows)
+    return out
 
 
 def exact_search(
@@ -130,40 +125,57 @@ def exact_search(
     shards: Sequence[np.ndarray],
     k: int,
     similarity: str,
-    fast: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    fast: Callable[[np.ndarray, np.ndarray], np.ndarray],
     block_size: int = 65_536,
-    query_batch: int = 1024,
+    query_batch: int = 4096,
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per query vector, the codes of rows of ``shards`` holding its ``k`` best items by exact
     ``similarity`` score, with those scores (any order; possibly a few more than ``k``,
-    which a rank-ordered cut at ``k`` removes). ``fast(batch, block)`` is the float32 product
-    used to find candidates (see :func:`~dapr.retrievers.support.exact.search_shards`)."""
+    which a rank-ordered cut at ``k`` removes). ``fast(batch, rows)`` is the float32 product
+    used to find candidates (see :func:`~dapr.retrievers.support.candidates.search_candidates`).
+
+    The queries are split between the cores, each thread searching and rescoring its own with
+    one-threaded BLAS and torch: threaded libraries would keep their threads spinning after
+    each product, taking the cores from the filtering in between."""
     total = sum(len(shard) for shard in shards)
     depth = min(k, total)
     items: list[np.ndarray] = [np.zeros(0, np.int64)] * len(queries)
     scores: list[np.ndarray] = [np.zeros(0, np.float64)] * len(queries)
     if depth < 1:
         return items, scores
-    longest = 1.0 if similarity == "cosine" else longest_row(shards, block_size)
+    shards = [np.asarray(shard) for shard in shards]  # a memmap's indexing is slow
+    vectors = np.ascontiguousarray(queries.numpy(), dtype=np.float32)
+    lengths = np.sqrt(np.square(vectors.astype(np.float64)).sum(1))
+
+    def search(todo: np.ndarray, wide: int) -> np.ndarray:
+        """Search ``todo`` with ``wide`` candidates each; the queries that must search wider."""
+        found = search_candidates(
+            vectors[todo], shards, wide, fast, block_size, query_batch, similarity != "cosine"
+        )
+        exact = rescore(similarity, queries[todo], found.items, shards)
+        cuts = np.partition(exact, wide - depth, axis=1)[:, wide - depth]
+        longest = 1.0 if similarity == "cosine" else found.longest
+        bounds = error_bound(similarity, queries.shape[1], lengths[todo], longest)
+        # an item left out scored at most its floor: could its exact score reach the cut?
+        done = np.isneginf(found.floors) | (found.floors + bounds < cuts)
+        for n in np.flatnonzero(done).tolist():
+            items[todo[n]], scores[todo[n]] = found.items[n], exact[n]
+        return todo[~done]
+
     todo = np.arange(len(queries))
-    wide = min(total, depth + max(16, depth // 4))
-    while len(todo):
-        tops = search_shards(queries[todo], shards, wide, fast, block_size, query_batch)
-        found = [row for top in tops for row in zip(*top.rows())]
-        retry = []
-        step = max(1, _RESCORE_BYTES // (8 * wide * queries.shape[1]))
-        for start in range(0, len(todo), step):
-            group, chosen = found[start : start + step], todo[start : start + step]
-            exact_group = _exact_group(similarity, queries[chosen], [c for c, _ in group], shards)
-            for q, (codes, fast_scores), exact in zip(chosen.tolist(), group, exact_group):
-                if len(codes) < total:
-                    cut = np.partition(exact, len(exact) - depth)[len(exact) - depth]
-                    length = float(queries[q].double().norm())
-                    bound = error_bound(similarity, queries.shape[1], length, longest)
-                    if not fast_scores[-1] + bound < cut:  # a left-out item might reach the cut
-                        retry.append(q)
-                        continue
-                items[q], scores[q] = codes, exact
-        todo = np.array(retry, dtype=np.int64)
-        wide = min(total, wide * 4)
+    wide = min(total, depth + max(8, depth // 16))
+    with one_thread(), ThreadPoolExecutor(max_workers=cores()) as threads:
+        while len(todo):
+            parts = np.array_split(todo, min(cores(), len(todo)))
+            todo = np.concatenate(list(threads.map(search, parts, [wide] * len(parts))))
+            wide = min(total, wide * 4)
     return items, scores
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """BLAS and torch on one thread each meanwhile."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"), torch_threads(1):
+        yield

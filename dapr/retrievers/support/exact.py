@@ -119,32 +119,6 @@ def _keys(scores: torch.Tensor, ranks: torch.Tensor) -> torch.Tensor:
     return (ordered << 32) | ranks
 
 
-def search_shards(
-    queries: torch.Tensor,
-    shards: Sequence[np.ndarray],
-    k: int,
-    score: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-    block_size: int = 65_536,
-    query_batch: int = 1024,
-) -> list[TopK]:
-    """The best ``k`` rows of the (memory-mapped) ``shards``, taken as one matrix, for each
-    query vector, under ``score(query_batch, block) -> scores``; one :class:`TopK` per batch of
-    ``query_batch`` queries. Each block of ``block_size`` rows is read once and scored against
-    every query batch, so memory is about ``block_size x dim + query_batch x block_size``."""
-    use_all_cores()
-    total = sum(len(shard) for shard in shards)
-    batches = list(torch.split(queries, query_batch)) if len(queries) else []
-    tops = [TopK(len(batch), min(k, total)) for batch in batches]
-    offset = 0
-    for shard in shards:
-        for start in range(0, len(shard), block_size):
-            block = torch.from_numpy(np.array(shard[start : start + block_size], np.float32))
-            for batch, top in zip(batches, tops):
-                top.add(score(batch, block), offset + start)
-        offset += len(shard)
-    return tops
-
-
 # --- scoring given candidates (a retriever's ``score``) ---------------------------------------
 
 _PASS_CANDIDATES = 1 << 22
