@@ -79,20 +79,18 @@ def test_lengths_are_stored_in_one_byte_as_lucene_does():
 
 
 def test_postings_gathered_in_small_chunks_give_the_same_index(monkeypatch, tmp_path):
-    from dapr.retrievers import bm25
-    from dapr.retrievers.support import term_batches
+    from dapr.retrievers.support import postings
 
     pieces = enumerate(ITEMS * 4)
     items = [(f"{i}{item}", f"{text} {TRICKY[i * 20 : i * 20 + 60]}") for i, (item, text) in pieces]
     queries = {"cats": "cat mat", "trek": "trekked assembly miles", "none": "zebra"}
     whole = BM25()
     whole.index(items, tmp_path / "whole")
-    monkeypatch.setattr(bm25, "_CHUNK_TOKENS", 3)
-    monkeypatch.setattr(term_batches, "BATCH", 2)  # a chunk of postings per two texts
+    monkeypatch.setattr(postings, "BATCH", 2)  # a chunk of postings per two texts
     chunked = BM25(threads=1)
     made = []
-    real = bm25.postings
-    monkeypatch.setattr(bm25, "postings", lambda *a: made.append(a) or real(*a))
+    real = postings.postings
+    monkeypatch.setattr(postings, "postings", lambda *a: made.append(a) or real(*a))
     chunked.index(items, tmp_path / "chunked")
     for key in ("data", "indices", "indptr"):
         assert np.array_equal(whole._model.scores[key], chunked._model.scores[key])

@@ -28,20 +28,19 @@ from __future__ import annotations
 import json
 import logging
 import os
-from array import array
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from dapr.data import Run
 from dapr.errors import DaprError, check_choice
 from dapr.retrievers.support.english import english_batch, process_analyzer
-from dapr.retrievers.support.term_batches import term_batches
+from dapr.retrievers.support.exact import cores
+from dapr.retrievers.support.postings import Postings, stream_postings
 
-_CHUNK_TOKENS = 1 << 22
-"""Terms gathered before they are turned into postings (a 4M-term chunk takes ~100 MB)."""
 LANGUAGES = ("en", "zh")
 """Languages with a tokenizer (ISO 639-1 codes)."""
 BACKENDS = ("bm25s", "pyserini")
@@ -79,61 +78,28 @@ def chinese_tokens(text: str, jieba) -> list[str]:
     return [t for t in jieba.lcut_for_search(text.lower()) if any(c.isalnum() for c in t)]
 
 
-def chinese_batch(texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+def chinese_batch(texts: list[str], memo: dict) -> tuple[list[str], np.ndarray, np.ndarray]:
     """A batch of Chinese texts as :func:`~dapr.retrievers.support.english.english_batch`
     gives an English one."""
     jieba = _require_jieba()
-    vocab: dict[str, int] = {}
-    found = [
-        [vocab.setdefault(t, len(vocab)) for t in chinese_tokens(text, jieba)] for text in texts
-    ]
+    vocab: dict[str, int] = memo.setdefault("vocab", {})
+    order: list[str] = memo.setdefault("order", [])  # the terms by id
+    before = len(order)
+
+    def term_id(term: str) -> int:
+        found = vocab.get(term)
+        if found is None:
+            found = vocab[term] = len(order)
+            order.append(term)
+        return found
+
+    found = [list(map(term_id, chinese_tokens(text, jieba))) for text in texts]
     counts = np.array([len(terms) for terms in found], dtype=np.int64)
     flat = np.fromiter((t for terms in found for t in terms), dtype=np.int32, count=counts.sum())
-    return list(vocab), flat, counts
+    return order[before:], flat, counts
 
 
 # --- Lucene's English analyzer ---------------------------------------------------------------
-
-
-class Postings(NamedTuple):
-    """The postings of consecutive documents, sorted by term then document and stored compactly:
-    ``terms`` (ascending) has ``counts[i]`` postings each; per posting, its document's position
-    less ``first`` and its term frequency, each in the narrowest unsigned integer type that holds
-    them (3.6 bytes a posting on 2.7M passages, against 12 as three int32 columns)."""
-
-    terms: np.ndarray
-    counts: np.ndarray
-    docs: np.ndarray
-    tf: np.ndarray
-    first: int
-
-
-def _narrow(values: np.ndarray, largest: int) -> np.ndarray:
-    """Non-negative ``values`` (none above ``largest``) as uint8, uint16 or uint32."""
-    for kind in (np.uint8, np.uint16, np.uint32):
-        if largest <= np.iinfo(kind).max:
-            return values.astype(kind)
-    raise OverflowError(f"{largest} does not fit in 32 bits")
-
-
-def postings(tokens: np.ndarray, lengths: np.ndarray, first: int) -> Postings:
-    """The postings of consecutive documents: ``tokens`` holds their term ids one document after
-    another, ``lengths`` how many each has, ``first`` the position of the first one."""
-    count = len(lengths)
-    pairs = tokens.astype(np.int64) * count + np.repeat(np.arange(count), lengths)
-    pairs.sort()
-    starts = np.flatnonzero(np.concatenate((pairs[:1] >= 0, pairs[1:] != pairs[:-1])))
-    tf = np.diff(starts, append=len(pairs))
-    term, doc = np.divmod(pairs[starts], count)
-    del pairs, starts
-    bounds = np.flatnonzero(np.concatenate((term[:1] >= 0, term[1:] != term[:-1])))
-    return Postings(
-        terms=term[bounds].astype(np.int32),
-        counts=np.diff(bounds, append=len(term)),
-        docs=_narrow(doc, count - 1),
-        tf=_narrow(tf, int(tf.max(initial=0))),
-        first=first,
-    )
 
 
 def lucene_lengths(lengths: np.ndarray) -> np.ndarray:
@@ -157,9 +123,10 @@ def lucene_weights(
     0.5)) and idf - idf / (1 + tf / (k1 (1 - b + b |d| / avgdl))), where n and avgdl count the
     documents with at least one term and |d| is the one-byte length (:func:`lucene_lengths`).
 
-    ``chunks`` are the :func:`postings` of consecutive runs of documents, emptied as they are
-    written into the matrix; ``lengths`` every document's number of terms; ``terms`` the size
-    of the vocabulary; ``rank`` the matrix row of each document (by default its position)."""
+    ``chunks`` are the :func:`~dapr.retrievers.support.postings.postings` of consecutive runs of
+    documents, written into the matrix on every core, then emptied; ``lengths`` every
+    document's number of terms; ``terms`` the size of the vocabulary; ``rank`` the matrix row
+    of each document (by default its position)."""
     documents = len(lengths)
     rank = np.arange(documents) if rank is None else rank
     df = np.zeros(terms, dtype=np.int64)
@@ -173,19 +140,24 @@ def lucene_weights(
     indptr = np.zeros(terms + 1, dtype=np.int64)
     np.cumsum(df, out=indptr[1:])
     free = indptr[:-1].copy()  # where each term's next posting goes
+    firsts = []  # per chunk, where each of its terms' postings go
+    for chunk in chunks:
+        firsts.append(free[chunk.terms])
+        free[chunk.terms] += chunk.counts
     indices = np.empty(indptr[-1], dtype=np.int32)
     data = np.empty(indptr[-1], dtype=np.float32)
-    chunks.reverse()
-    while chunks:
-        chunk = chunks.pop()
-        term = np.repeat(chunk.terms, chunk.counts)
+
+    def place(chunk: Postings, first: np.ndarray) -> None:
         starts = np.cumsum(chunk.counts) - chunk.counts
-        at = free[term] + np.arange(len(term)) - np.repeat(starts, chunk.counts)
-        free[chunk.terms] += chunk.counts
+        at = np.repeat(first - starts, chunk.counts) + np.arange(int(chunk.counts.sum()))
         doc = chunk.docs.astype(np.int64) + chunk.first
-        weight = idf[term]
+        weight = np.repeat(idf[chunk.terms], chunk.counts)
         indices[at] = rank[doc]
         data[at] = weight - weight / (one + chunk.tf.astype(np.float32) * inverse[doc])
+
+    with ThreadPoolExecutor(max_workers=cores()) as threads:  # chunks fill disjoint places
+        list(threads.map(place, chunks, firsts))
+    chunks.clear()
     return {"data": data, "indices": indices, "indptr": indptr, "num_docs": documents}
 
 
@@ -271,40 +243,21 @@ class BM25:
     def _postings(
         self, items: Iterable[tuple[str, str]], ids: list[str]
     ) -> tuple[list[Postings], np.ndarray, dict[str, int]]:
-        """The postings of the items, a chunk of about ``_CHUNK_TOKENS`` terms at a time (so only
-        they and one chunk's term ids are held), every item's number of terms, and the
-        vocabulary (term -> id); the item ids are appended to ``ids``. Texts are tokenized on
-        every core (:mod:`~dapr.retrievers.support.term_batches`)."""
+        """The postings of the items, a batch of texts at a time, every item's number of terms,
+        and the vocabulary (term -> id); the item ids are appended to ``ids``. Texts are
+        tokenized on every core (:mod:`~dapr.retrievers.support.postings`)."""
         tokenize = english_batch if self.language == "en" else chinese_batch
         if self.language == "zh":
-            _require_jieba()
+            _require_jieba()  # named before any worker starts
         vocab: dict[str, int] = {}
         chunks: list[Postings] = []
-        lengths = array("q")
-        tokens: list[np.ndarray] = []
-        counts: list[np.ndarray] = []
-
-        def flush() -> None:
-            if counts:
-                every = np.concatenate(counts)
-                chunks.append(postings(np.concatenate(tokens), every, len(lengths)))
-                lengths.extend(every.tolist())
-                tokens.clear()
-                counts.clear()
-
-        held = 0
-        for batch_ids, batch_tokens, batch_counts in term_batches(
-            items, tokenize, vocab, self._cores()
-        ):
+        lengths: list[np.ndarray] = []
+        for batch_ids, batch, counts in stream_postings(items, tokenize, vocab, self._cores()):
             ids.extend(batch_ids)
-            tokens.append(batch_tokens)
-            counts.append(batch_counts)
-            held += len(batch_tokens)
-            if held >= _CHUNK_TOKENS:
-                flush()
-                held = 0
-        flush()
-        return chunks, np.array(lengths, dtype=np.int64), vocab
+            chunks.append(batch)
+            lengths.append(counts)
+        every = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+        return chunks, every.astype(np.int64), vocab
 
     def load(self, store: Path) -> None:
         from dapr.retrievers.support import lucene

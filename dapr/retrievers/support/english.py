@@ -260,16 +260,22 @@ class EnglishAnalyzer:
 
 
 class TermIds(dict):
-    """Word -> term id (-1 for a stop word), growing the vocabulary ``terms`` on first sight."""
+    """Word -> term id (-1 for a stop word), growing the vocabulary on first sight: ``terms``
+    (term -> id) and ``order`` (the terms by id)."""
 
     def __init__(self, analyzer: EnglishAnalyzer):
         super().__init__()
         self.analyzer = analyzer
         self.terms: dict[str, int] = {}
+        self.order: list[str] = []
 
     def __missing__(self, word: str) -> int:
         term = self.analyzer.term(word)
-        found = -1 if term is None else self.terms.setdefault(term, len(self.terms))
+        if term is None:
+            found = -1
+        elif (found := self.terms.get(term, -1)) < 0:
+            found = self.terms[term] = len(self.order)
+            self.order.append(term)
         self[word] = found
         return found
 
@@ -281,19 +287,77 @@ def process_analyzer() -> EnglishAnalyzer:
     return EnglishAnalyzer()
 
 
-def english_batch(texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """A batch of texts as :data:`dapr.retrievers.support.term_batches.Tokenize` gives it: its
-    terms in order of first sight, their ids one text after another, stop words left out, and
-    each text's number of terms."""
-    analyzer = process_analyzer()
-    lookup = TermIds(analyzer)
-    tokens, ends = array("i"), array("q")
-    for text in texts:
-        tokens.extend(map(lookup.__getitem__, analyzer.words(text)))  # -1: a stop word
-        ends.append(len(tokens))
-    every = np.frombuffer(tokens, dtype=np.int32)
+_END = "\uffff"
+"""Marks the end of a text in a batch (a noncharacter: no word holds it)."""
+_JOINS_ACROSS_SPACE = "\u202f"
+"""Narrow no-break space: whitespace to ``str.split``, but it joins words (ExtendNumLet)."""
+_CHUNKS = 4_000_000
+"""Chunks of text remembered by a process at most (more are forgotten between batches)."""
+
+
+class ChunkIds(dict):
+    """A chunk of text between whitespace -> its term id: -1 for none (stop words, punctuation),
+    -2 for the end mark, else the id of its one term or, for a chunk of several (``co-op``),
+    ``-3 - i`` where ``several[i]`` lists them. A word never spans whitespace, so a text's terms
+    are its chunks' terms one after another."""
+
+    def __init__(self, ids: TermIds):
+        super().__init__()
+        self.ids = ids
+        self.several: list[tuple[int, ...]] = []
+        self[_END] = -2
+
+    def __missing__(self, chunk: str) -> int:
+        found = [i for i in map(self.ids.__getitem__, self.ids.analyzer.words(chunk)) if i >= 0]
+        if len(found) > 1:
+            self.several.append(tuple(found))
+        code = found[0] if len(found) == 1 else -1 if not found else -2 - len(self.several)
+        self[chunk] = code
+        return code
+
+    def expand(self, codes: np.ndarray) -> np.ndarray:
+        """``codes`` of chunks -> the term ids they stand for, one after another (-1 and -2
+        kept)."""
+        multi = np.flatnonzero(codes <= -3)
+        if not len(multi):
+            return codes
+        parts = [self.several[-3 - c] for c in codes[multi].tolist()]
+        lengths = np.array([len(p) for p in parts], dtype=np.int64)
+        sizes = np.ones(len(codes), dtype=np.int64)
+        sizes[multi] = lengths
+        out = np.repeat(codes, sizes)
+        starts = (np.cumsum(sizes) - sizes)[multi]
+        inner = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        out[np.repeat(starts, lengths) + inner] = np.concatenate(parts)
+        return out
+
+
+def english_batch(texts: list[str], memo: dict) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """A batch of texts as :data:`dapr.retrievers.support.postings.Tokenize` gives it: the
+    terms first seen in it, their ids one text after another (stop words left out), and each
+    text's number of terms. The batch is split at whitespace as one string, each text followed
+    by an end mark, and each distinct chunk analysed once per process (:class:`ChunkIds`);
+    a batch where that would not hold (a text with the mark itself or a narrow no-break space)
+    is analysed a text at a time."""
+    if "ids" not in memo:
+        memo["ids"] = TermIds(process_analyzer())
+    lookup: TermIds = memo["ids"]
+    if "chunks" not in memo or len(memo["chunks"]) > _CHUNKS:
+        memo["chunks"] = ChunkIds(lookup)
+    chunks: ChunkIds = memo["chunks"]
+    before = len(lookup.order)
+    joined = f" {_END} ".join(texts) + f" {_END}"
+    if joined.count(_END) == len(texts) and _JOINS_ACROSS_SPACE not in joined:
+        codes = np.frombuffer(array("i", map(chunks.__getitem__, joined.split())), np.int32)
+        every = chunks.expand(codes)
+    else:
+        tokens = array("i")
+        for text in texts:
+            tokens.extend(map(lookup.__getitem__, lookup.analyzer.words(text)))
+            tokens.append(-2)
+        every = np.frombuffer(tokens, dtype=np.int32)
+    ends = np.flatnonzero(every == -2)
     kept = np.zeros(len(every) + 1, dtype=np.int64)
     np.cumsum(every >= 0, out=kept[1:])
-    bounds = np.frombuffer(ends, dtype=np.int64)
-    counts = np.diff(kept[bounds], prepend=0)
-    return list(lookup.terms), every[every >= 0].copy(), counts
+    counts = np.diff(kept[ends], prepend=0)
+    return lookup.order[before:], every[every >= 0], counts
