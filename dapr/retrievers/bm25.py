@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -37,8 +36,8 @@ import numpy as np
 
 from dapr.data import Run
 from dapr.errors import DaprError, check_choice
+from dapr.retrievers.support.cores import cores
 from dapr.retrievers.support.english import english_batch, process_analyzer
-from dapr.retrievers.support.exact import cores
 from dapr.retrievers.support.postings import Postings, stream_postings
 
 LANGUAGES = ("en", "zh")
@@ -198,10 +197,7 @@ class BM25:
         return {"k1": self.k1, "b": self.b, "language": self.language, "backend": self.backend}
 
     def _cores(self) -> int:
-        if self.threads > 0:
-            return self.threads
-        affinity = getattr(os, "sched_getaffinity", None)
-        return len(affinity(0)) if affinity else os.cpu_count() or 1
+        return self.threads if self.threads > 0 else cores()
 
     def _tokenize(self, texts: list[str]) -> list[list[str]]:
         if self.language == "zh":

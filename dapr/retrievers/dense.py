@@ -17,10 +17,9 @@ import json
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from dapr.checkpoints import revision, sentence_transformer
 from dapr.data import Run
@@ -29,11 +28,14 @@ from dapr.interfaces import Preset
 from dapr.io.files import write_bytes_atomic
 from dapr.retrievers.support.backends import backend_identity, check_backend, exported
 from dapr.retrievers.support.batches import encode_unpadded
-from dapr.retrievers.support.canonical import exact_scores, exact_search, fast_product
 from dapr.retrievers.support.encoding import encode_into
-from dapr.retrievers.support.exact import candidate_rows, score_candidates, shard_pieces
 from dapr.retrievers.support.presets import paper_fusion
 from dapr.retrievers.support.query_vectors import SHARED
+
+if TYPE_CHECKING:
+    import torch
+# search and scoring (support.canonical, support.exact) import torch when first used: a run
+# whose dense steps are all cached never loads it
 
 _SHARD = 16_384
 """Items encoded in one call and written to one shard file."""
@@ -194,6 +196,8 @@ class Dense:
         qids = list(queries)
         if not qids:
             return Run.from_lists([], [], [], self._ids)
+        from dapr.retrievers.support.canonical import exact_search, fast_product
+
         encoder = self._model(self.query_name)
         items, scores = exact_search(
             self._encode_queries(qids, queries),
@@ -225,6 +229,8 @@ class Dense:
                 .numpy()
             )
 
+        import torch
+
         encoder = json.dumps({k: v for k, v in self.identity().items() if "document" not in k})
         return torch.from_numpy(SHARED.get(encoder, [queries[q] for q in qids], encode))
 
@@ -234,6 +240,9 @@ class Dense:
         the index are dropped. Only the candidates' embeddings are read."""
         if self._ids is None:
             raise RuntimeError("Dense.score called before index() or load()")
+        from dapr.retrievers.support.canonical import exact_scores
+        from dapr.retrievers.support.exact import candidate_rows, score_candidates, shard_pieces
+
         qids, rows = candidate_rows(queries, candidates, self._ids)
         if not any(len(r) for r in rows):
             return Run.from_lists(qids, rows, [r.astype(np.float64) for r in rows], self._ids)

@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 from dapr.retrievers.support.candidates import search_candidates
-from dapr.retrievers.support.exact import cores, torch_threads
+from dapr.retrievers.support.cores import cores
+from dapr.retrievers.support.exact import torch_threads
 
 
 def _unit(vectors: torch.Tensor) -> torch.Tensor:

@@ -291,7 +291,7 @@ _END = "\uffff"
 """Marks the end of a text in a batch (a noncharacter: no word holds it)."""
 _JOINS_ACROSS_SPACE = "\u202f"
 """Narrow no-break space: whitespace to ``str.split``, but it joins words (ExtendNumLet)."""
-_CHUNKS = 4_000_000
+_CHUNKS = 2_000_000
 """Chunks of text remembered by a process at most (more are forgotten between batches)."""
 
 

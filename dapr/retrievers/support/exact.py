@@ -13,7 +13,6 @@ the index, :func:`score_candidates` reads the union of those rows piece by piece
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -24,13 +23,7 @@ import torch
 
 from dapr.data import Run
 from dapr.ids import IdIndex
-
-
-def cores() -> int:
-    """How many cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return os.cpu_count() or 1
+from dapr.retrievers.support.cores import cores
 
 
 def use_all_cores() -> None:
