@@ -27,7 +27,12 @@ def _vectors(dense: Dense) -> np.ndarray:
 
 @pytest.mark.parametrize(
     ("backend", "quantize", "least"),
-    [("onnx", None, 0.99999), ("openvino", None, 0.99999), ("onnx", "int8", 0.9)],
+    [
+        ("onnx", None, 0.99999),
+        ("openvino", None, 0.99999),
+        ("onnx", "int8", 0.9),
+        ("openvino", "bf16", 0.99),
+    ],
 )
 def test_an_exported_model_encodes_as_torch_does_and_is_exported_once(
     tiny_encoder, backend, quantize, least, monkeypatch
@@ -38,7 +43,7 @@ def test_an_exported_model_encodes_as_torch_does_and_is_exported_once(
     assert cosines.min() >= least
     assert exported.identity()["backend"] == backend
     assert exported.identity()["quantize"] == quantize
-    if quantize is None:  # as with torch, an embedding does not depend on its batch
+    if quantize != "int8":  # as with torch, an embedding does not depend on its batch
         model = exported._model(exported.document_name)
         same_length = [f"{w} is a word here" for w in ("cat", "river", "music", "albedo")]
         alone = [
@@ -57,12 +62,28 @@ def test_an_exported_model_encodes_as_torch_does_and_is_exported_once(
     assert np.array_equal(_vectors(again), _vectors(exported))
 
 
+def test_openvino_runs_in_float32_unless_asked_for_bfloat16(tiny_encoder):
+    import openvino
+
+    supported = "BF16" in openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    expected = {None: openvino.Type.f32, "bf16": openvino.Type.bf16 if supported else None}
+    identities = set()
+    for quantize, precision in expected.items():
+        dense = Dense(model=str(tiny_encoder), backend="openvino", quantize=quantize)
+        compiled = dense._model(dense.document_name)[0].auto_model.request
+        if precision is not None:  # bfloat16 where the processor has it
+            assert compiled.get_property("INFERENCE_PRECISION_HINT") == precision
+        identities.add(dense.identity()["precision"])
+    assert identities == {"f32", "bf16"}  # cache keys apart
+
+
 def test_torch_keeps_its_identity_and_bad_backends_are_named(tiny_encoder):
     assert "backend" not in Dense(model=str(tiny_encoder)).identity()  # cache keys unchanged
     for kwargs, message in [
         ({"backend": "tensorrt"}, "backend 'tensorrt' is not one of: torch, onnx, openvino"),
         ({"backend": "openvino", "quantize": "int8"}, "int8 is for backend onnx"),
-        ({"backend": "onnx", "quantize": "int4"}, "quantize 'int4': give int8"),
+        ({"backend": "onnx", "quantize": "bf16"}, "bf16 is for backend openvino"),
+        ({"backend": "onnx", "quantize": "int4"}, r"quantize 'int4': give int8 \(onnx\) or bf16"),
         ({"backend": "onnx", "pooling": "mean"}, "give a sentence-transformers model"),
     ]:
         with pytest.raises(DaprError, match=message):

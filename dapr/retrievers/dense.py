@@ -75,8 +75,9 @@ class Dense:
     once), ``device``, ``devices`` (a list encodes with one process per device; by default
     every GPU when there are several) and ``shard_size`` (items a shard file holds: the unit of
     resuming and of Ray encoding) change speed and memory, never the results. ``backend``
-    (``torch``, ``onnx``, ``openvino``) and ``quantize`` (``int8``, for onnx) run the model on
-    another CPU runtime (:mod:`~dapr.retrievers.support.backends`): faster, slightly different.
+    (``torch``, ``onnx``, ``openvino``) and ``quantize`` (``int8`` for onnx, ``bf16`` for
+    openvino) run the model on another CPU runtime (:mod:`~dapr.retrievers.support.backends`):
+    faster, slightly different.
     """
 
     version = "3"
