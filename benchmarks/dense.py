@@ -14,9 +14,9 @@ overhead of dapr over bare, and whether both give the same top 10. Exits 1 when 
 
 Then, in the same run:
 
-- per CPU backend (``--backends``: torch, onnx, openvino, onnx-int8): passages encoded per
-  second (export and loading excluded), the speed-up over torch, and nDCG@10 on the test queries
-  against torch's;
+- per CPU backend (``--backends``: torch, onnx, openvino, openvino-bf16, onnx-int8): passages
+  encoded per second (export and loading excluded), the speed-up over torch, and nDCG@10 on the
+  test queries against torch's;
 - query vectors shared: scoped scoring (hierarchical retrieval: each query's passages of its
   top 10 BM25 documents) after a full search over the same queries, against full search, with
   the query encoding it no longer repeats.
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument(
         "--backends",
-        default="torch,onnx,openvino,onnx-int8",
+        default="torch,onnx,openvino,openvino-bf16,onnx-int8",
         help="comma-separated CPU backends to compare ('' to skip)",
     )
     args = parser.parse_args(argv)
