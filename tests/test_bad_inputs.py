@@ -787,6 +787,12 @@ def denoise_threshold_outside_unit_interval(kit: Kit) -> Bad:
 
 
 @case
+def sampled_negatives_without_a_mining_run(kit: Kit) -> Bad:
+    path = kit.experiment(train={"de": {"split": "test", "negatives": {"sample_from": 30}}})
+    return Bad(["train", str(path)], ("train.de.negatives.sample_from",), "needs negatives.mined")
+
+
+@case
 def rerank_depth_zero(kit: Kit) -> Bad:
     retrievers = {**BASE["retrievers"], "ce": {"name": "rerank", "first_stage": "bm25"}}
     retrievers["ce"]["args"] = {"model": "trained/ce", "top_k": 0}

@@ -58,6 +58,26 @@ def test_mined_negatives_come_first_in_run_order_then_same_document():
     assert [r.negatives for r in uniform(ragged)] == [("n1",), ("m1",)]
 
 
+def test_sampled_mined_negatives_come_from_the_top_unjudged_at_random():
+    qrels = {"q": {"A-0": 1}}
+    ranked = ["A-0", "B-1", "A-3", "B-0", "A-1", "A-2"]  # five unjudged after the positive
+    run = Run.from_dict({"q": {p: 10.0 - n for n, p in enumerate(ranked)}})
+    drawn = set()
+    for seed in range(40):
+        (row,) = examples(
+            {"q": "query"}, qrels, TEXTS, CORPUS, mined=run, mined_count=2, seed=seed,
+            sample_from=3,
+        )  # fmt: skip
+        assert len(set(row.negatives)) == 2
+        drawn.update(row.negatives)
+        again = examples(
+            {"q": "query"}, qrels, TEXTS, CORPUS, mined=run, mined_count=2, seed=seed,
+            sample_from=3,
+        )  # fmt: skip
+        assert again[0].negatives == row.negatives  # the seed fixes the draw
+    assert drawn == {"[B-1]", "[A-3]", "[B-0]"}  # all of the top three, never below them
+
+
 def test_no_positive_is_one_clear_error():
     with pytest.raises(DaprError, match="no query has a passage judged 3 or better"):
         examples({"q": "query"}, {"q": {"A-0": 1}}, TEXTS, CORPUS, min_grade=3)

@@ -28,7 +28,7 @@ from dapr.experiment.spec import Experiment, RetrieverSpec, TrainSpec, check_fie
 from dapr.store.cache import content_key
 
 VERSION = "1"
-NEGATIVES = ("same_document", "mined", "count", "denoise")
+NEGATIVES = ("same_document", "mined", "count", "sample_from", "denoise")
 DENOISE = ("model", "below", "depth")
 AUGMENT = (
     "split", "dataset", "queries", "retriever", "model", "depth", "positive_above", "negative_below"
@@ -72,6 +72,8 @@ def train_spec(name: Any, spec: Any, path: Path, retrievers: dict[str, Retriever
                 f"{path}: {where}.negatives.{key} must be an integer >= 0, got {value!r}"
             )
     mined = negatives.get("mined")
+    if mined is None and negatives.get("sample_from"):
+        raise ConfigError(f"{path}: {where}.negatives.sample_from needs negatives.mined")
     if mined is not None and (mined not in retrievers or retrievers[mined].level != "passage"):
         choices = [s for s, r in retrievers.items() if r.level == "passage" and not r.first_stage]
         raise ConfigError(
@@ -239,6 +241,7 @@ def _train_one(
                 mined_run,
                 spec.negatives.get("count", 1 if mined_run is not None else 0),
                 settings.seed,
+                spec.negatives.get("sample_from", 0),
             )
             augmentation = None
             if augmented is not None:

@@ -49,10 +49,13 @@ def examples(
     mined: Run | None = None,
     mined_count: int = 0,
     seed: int = 0,
+    sample_from: int = 0,
 ) -> list[Example]:
     """One example per (query, positive) pair, each with ``mined_count`` mined negatives (the
-    run's best unjudged passages) then ``same_document`` passages of the positive's document
-    (drawn with ``seed``); ``texts`` gives each passage's (contextualized) text."""
+    run's best unjudged passages; with ``sample_from`` n, drawn at random from its best n
+    unjudged, as RocketQA samples hard negatives from the top of a ranking) then
+    ``same_document`` passages of the positive's document; draws use ``seed``. ``texts`` gives
+    each passage's (contextualized) text."""
     chosen = positives(qrels, min_grade)
     if not chosen:
         raise DaprError(
@@ -70,7 +73,11 @@ def examples(
         for positive in relevant:
             if positive not in texts:
                 continue
-            negatives = pool[:mined_count]
+            if sample_from:
+                best = pool[:sample_from]
+                negatives = rng.sample(best, min(mined_count, len(best)))
+            else:
+                negatives = pool[:mined_count]
             if same_document:
                 others = [
                     p
