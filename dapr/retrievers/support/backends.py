@@ -18,6 +18,9 @@ backend's speed and its nDCG@10 difference.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +98,8 @@ def _export(loader: Any, name: str, backend: str, quantize: str | None, entry: P
     """Export ``name`` to ``backend`` into ``entry/model`` (sentence-transformers converts the
     weights when it loads a model that has no file for the backend)."""
     try:
-        model = load(loader, name, backend=backend, **kw)
+        with _quiet("sentence_transformers.backend.utils"):  # its advice: save the export
+            model = load(loader, name, backend=backend, **kw)
     except ImportError as error:
         raise DaprError(
             f"backend {backend}: {error}; install it with: pip install "
@@ -107,3 +111,15 @@ def _export(loader: Any, name: str, backend: str, quantize: str | None, entry: P
         from sentence_transformers.backend import export_dynamic_quantized_onnx_model
 
         export_dynamic_quantized_onnx_model(model, "avx2", str(target))
+
+
+@contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """Logger ``name``'s warnings silenced meanwhile."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
