@@ -3,13 +3,14 @@ the matrix product.
 
 Queries are scored against tiles of a few thousand rows (a product that stays in cache, as
 FAISS tiles it); of each tile only the scores above a query's *floor* are kept, the floor being
-the lowest score among its ``width`` best so far. Past the first tiles almost every score is
-below it, so keeping the best costs one comparison per score instead of a top-k per tile.
+the best score it has left out, no higher than the lowest of its ``width`` best so far. Past
+the first tiles almost every score is below it, so keeping the best costs one comparison per
+score instead of a top-k per tile.
 
 Each query's pool holds its kept items unordered; when it fills, it is cut back to the best
-``width`` and the floor rises to the lowest of them. Every item left out scored at or below the
-final floor, which :func:`search_candidates` returns with the pools: a caller rescoring the
-candidates more precisely can prove that no item left out could have mattered.
+``width`` and the floor rises to the best of what was cut. Every item left out scored at or
+below the final floor, which :func:`search_candidates` returns with the pools: a caller
+rescoring the candidates more precisely can prove that no item left out could have mattered.
 """
 
 from __future__ import annotations
