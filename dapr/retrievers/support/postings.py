@@ -17,6 +17,7 @@ import multiprocessing
 import os
 import sys
 import uuid
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -137,23 +138,18 @@ class _Mapping:
 
     def __init__(self, vocab: dict[str, int]):
         self.vocab = vocab
-        self.ids: dict[int, np.ndarray] = {}  # per process: its term id -> global id
-        self.sizes: dict[int, int] = {}
+        self.ids: dict[int, array] = {}  # per process: its term id -> global id
         self.documents = 0
 
     def apply(
         self, batch: list[tuple[str, str]], tokenized: tuple
     ) -> tuple[list[str], Postings, np.ndarray]:
         process, new, local, counts = tokenized
-        size = self.sizes.get(process, 0)
-        ids = self.ids.get(process, np.zeros(0, np.int32))
-        if size + len(new) > len(ids):  # grown by doubling: a batch adds a few new terms
-            ids = np.concatenate([ids, np.zeros(max(size + len(new), 2 * len(ids)), np.int32)])
-            self.ids[process] = ids
+        ids = self.ids.setdefault(process, array("i"))
         vocab = self.vocab
-        ids[size : size + len(new)] = [vocab.setdefault(term, len(vocab)) for term in new]
-        self.sizes[process] = size + len(new)
-        found = local._replace(terms=ids[local.terms], first=self.documents)
+        ids.extend([vocab.setdefault(term, len(vocab)) for term in new])
+        terms = np.frombuffer(ids, dtype=np.int32)[local.terms]
+        found = local._replace(terms=terms, first=self.documents)
         self.documents += len(counts)
         return [item_id for item_id, _ in batch], found, counts
 
