@@ -10,7 +10,8 @@ import sys
 def test_retriever_classes_load_without_torch():
     code = (
         "import sys\n"
-        "import dapr.retrievers.bm25, dapr.retrievers.dense, dapr.experiment.runner\n"
+        "import dapr.retrievers.bm25, dapr.retrievers.dense, dapr.retrievers.rerank\n"
+        "import dapr.experiment.runner\n"
         "print(sorted(m for m in ('torch', 'sentence_transformers') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -31,7 +31,6 @@ from dapr.errors import DaprError
 from dapr.interfaces import Preset
 from dapr.retrievers.support.backends import backend_identity, check_backend, exported
 from dapr.retrievers.support.encoding import encoding_pool, gpus
-from dapr.retrievers.support.exact import use_all_cores
 
 _CHUNK_BATCHES = 64
 """Pairs scored per call to the model, in batches: memory stays bounded by this many pairs."""
@@ -146,6 +145,8 @@ class Rerank:
     ) -> np.ndarray:
         """One score per row of ``heads``, scored in chunks of pairs across queries."""
         import torch
+
+        from dapr.retrievers.support.exact import use_all_cores
 
         model = self.model()
         use_all_cores()
