@@ -4,12 +4,14 @@ chain actors (:func:`dapr.experiment.contextualize.contextualize_corpus`).
 
 A job on Ray enters :func:`on_actors` with the experiment's ``resources`` (see
 :func:`dapr.experiment.schedule.actors`); outside it, and without Ray, the same work runs in
-the job's own process (and its local worker pool).
+the job's own process (and its local worker pool). :func:`placement` says where a job or an
+actor computes: the GPUs Ray gave it and the device it uses.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -51,6 +53,38 @@ def on_actors(setting: Actors | None) -> Iterator[None]:
 def current() -> Actors | None:
     """The actors of the enclosing :func:`on_actors` block, if any."""
     return _ACTORS.get()
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a job or actor computes: the GPUs Ray gave it and the device it uses."""
+
+    gpus: tuple[str, ...]
+    """The ids of the GPUs Ray assigned (``ray.get_gpu_ids()``); none outside a Ray task."""
+    visible: str | None
+    """``CUDA_VISIBLE_DEVICES`` as the process sees it (None: unset); Ray sets it to those ids."""
+    device: str
+    """See :func:`device`."""
+
+
+def device() -> str:
+    """The device a model placed by default (``device: None``) computes on in this process:
+    ``cuda:0`` where torch sees CUDA (the first visible GPU: Ray's ``CUDA_VISIBLE_DEVICES``
+    numbers the GPUs it gave from 0), else ``mps`` where torch sees Apple's GPU, else ``cpu``;
+    ``cpu`` too where torch is not loaded (nothing here computed with it)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return "cpu"
+    if torch.cuda.is_available():
+        return "cuda:0"
+    return "mps" if torch.backends.mps.is_available() else "cpu"
+
+
+def placement() -> Placement:
+    """This process's :class:`Placement` (in a Ray task or actor: what Ray gave it)."""
+    ray = sys.modules.get("ray")
+    ids = ray.get_gpu_ids() if ray is not None and ray.is_initialized() else []
+    return Placement(tuple(map(str, ids)), os.environ.get("CUDA_VISIBLE_DEVICES"), device())
 
 
 RAY_TIMEOUT = 120.0

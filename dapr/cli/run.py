@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -68,13 +69,14 @@ def _run(args: argparse.Namespace) -> int:
         out = args.out or Path("results") / (name + overridden(args.overrides, args.variant))
         outs.append(out / dataset if dataset else out)
         check_output(outs[-1], experiment, args.overwrite)  # before any work
+    ran = [()] * len(experiments)
     if args.ray or args.ray_address:
-        _run_jobs(experiments, args.ray_address)
-    for experiment, out in zip(experiments, outs):
+        ran = _run_jobs(experiments, args.ray_address)
+    for experiment, out, jobs in zip(experiments, outs, ran):
         if args.profile:
-            _profiled(experiment, out)
+            _profiled(experiment, out, jobs)
         else:
-            _run_one(experiment, out)
+            _run_one(experiment, out, jobs)
     return 0
 
 
@@ -82,7 +84,7 @@ PROFILE_LINES = 30
 """Functions the printed profile lists (the file holds them all)."""
 
 
-def _profiled(experiment, out: Path) -> None:
+def _profiled(experiment, out: Path, jobs: Sequence = ()) -> None:
     """:func:`_run_one` under cProfile; the functions by cumulative time to stdout (the first
     :data:`PROFILE_LINES`) and to ``out/profile.txt`` (all)."""
     import cProfile
@@ -93,7 +95,7 @@ def _profiled(experiment, out: Path) -> None:
 
     profile = cProfile.Profile()
     started = time.perf_counter()
-    profile.runcall(_run_one, experiment, out)
+    profile.runcall(_run_one, experiment, out, jobs)
     wall = time.perf_counter() - started
 
     def table(lines: int | None) -> str:
@@ -119,9 +121,10 @@ def overridden(overrides: list[str], variant: str | None = None) -> str:
     return "@" + safe
 
 
-def _run_jobs(experiments: list, ray_address: str | None) -> None:
+def _run_jobs(experiments: list, ray_address: str | None) -> list[list]:
     """Compute every retrieval run of the experiments (and of their sweeps' tuning splits) as
-    parallel Ray jobs; the experiments then find them in the cache."""
+    parallel Ray jobs; the experiments then find them in the cache. Returns the finished jobs
+    (:class:`dapr.experiment.schedule.Done`) of each experiment."""
     from dapr.experiment.schedule import plan, run_jobs
     from dapr.store.cache import Cache
 
@@ -132,13 +135,26 @@ def _run_jobs(experiments: list, ray_address: str | None) -> None:
     started = min((done.started for done in finished), default=0.0)
     for done in finished:
         what = ", ".join(done.computed) or "all cached"
+        where = done.placement
+        if where is not None and where.gpus:
+            what = f"gpu {','.join(where.gpus)} ({where.device})  {what}"
         print(
             f"  job {done.system:<20} {done.host}:{done.pid:<7} "
             f"{done.started - started:6.1f}s .. {done.finished - started:6.1f}s  {what}"
         )
+    by_key = {done.key: done for done in finished}
+    return [[by_key[j.key] for j in plan(_with_tuning(e))] for e in experiments]
 
 
-def _run_one(experiment, out: Path) -> None:
+def _with_tuning(experiment) -> list:
+    """``experiment``, and for a sweep the same experiment on its tuning split."""
+    if experiment.sweep is None:
+        return [experiment]
+    return [experiment, replace(experiment, split=experiment.sweep.tune_on)]
+
+
+def _run_one(experiment, out: Path, jobs: Sequence = ()) -> None:
+    """Run ``experiment`` (its retrieval ``jobs``, if they ran on Ray, in its manifest)."""
     from dapr.experiment import results, summary, sweep
     from dapr.experiment.manifest import manifest
     from dapr.experiment.runner import Runner
@@ -150,7 +166,7 @@ def _run_one(experiment, out: Path) -> None:
     else:
         swept = sweep.run_sweep(experiment)
         outcome = swept.outcome
-    results.write(outcome, out, manifest(outcome, started, time.time()), swept)
+    results.write(outcome, out, manifest(outcome, started, time.time(), jobs), swept)
     width = max((len(step.system) for step in outcome.steps), default=0)
     for step in outcome.steps:
         print(f"  {step.kind:<6} {step.system:<{width}}  {step.status:<8} {step.seconds:7.1f}s")

@@ -15,7 +15,7 @@ import platform
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -40,10 +40,15 @@ DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
 """Distributions a manifest names when the run imported one of their modules."""
 
 
-def manifest(outcome: Outcome, started: float, finished: float) -> dict[str, Any]:
+def manifest(
+    outcome: Outcome, started: float, finished: float, jobs: Sequence[Any] = ()
+) -> dict[str, Any]:
     """The manifest of a run that began at ``started`` and ended at ``finished`` (seconds since
-    the epoch, as ``time.time()``); JSON-safe (``json.dumps(..., allow_nan=False)`` works)."""
+    the epoch, as ``time.time()``), with its retrieval ``jobs`` that ran on Ray (each
+    :class:`dapr.experiment.schedule.Done`: where, when, on which GPU); JSON-safe
+    (``json.dumps(..., allow_nan=False)`` works)."""
     exp = outcome.experiment
+    ran = {"jobs": [plain(done) for done in jobs]} if jobs else {}
     return {
         "experiment": plain(exp),
         "dataset": outcome.dataset.name,
@@ -64,6 +69,7 @@ def manifest(outcome: Outcome, started: float, finished: float) -> dict[str, Any
         "platform": platform.platform(),
         "hostname": socket.gethostname(),
         "hardware": {"cpus": os.cpu_count(), "memory_bytes": _memory(), "gpus": _gpus()},
+        **ran,
     }
 
 

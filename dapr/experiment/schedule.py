@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from dapr.experiment.spec import Experiment
-from dapr.ray_actors import Actors, on_actors, start_ray
+from dapr.ray_actors import Actors, Placement, on_actors, placement, start_ray
 from dapr.store.cache import Cache, content_key
 
 RETRIES = 3
@@ -52,6 +52,8 @@ class Done:
     finished: float
     computed: tuple[str, ...]
     """The steps it computed (``kind system``); the rest it found cached."""
+    placement: Placement | None = None
+    """The GPUs Ray gave it and the device it computed on."""
 
 
 def plan(experiments: Sequence[Experiment]) -> list[Job]:
@@ -91,9 +93,8 @@ def run_job(job: Job, cache_root: str, *_after: Done) -> Done:
     with on_actors(actors(job.experiment.resources)):
         outcome = Runner(job.experiment, Cache(Path(cache_root))).run(evaluate=())
     computed = tuple(f"{s.kind} {s.system}" for s in outcome.steps if s.status == "computed")
-    return Done(
-        job.key, job.system, socket.gethostname(), os.getpid(), started, time.time(), computed
-    )
+    host, pid = socket.gethostname(), os.getpid()
+    return Done(job.key, job.system, host, pid, started, time.time(), computed, placement())
 
 
 def actors(resources: dict[str, float]) -> Actors | None:
@@ -127,13 +128,18 @@ def run_jobs(
 
     if not ray.is_initialized():
         start_ray(ray_address)
-    remote = ray.remote(max_retries=RETRIES)(job)
+    # a job given GPUs runs in a worker process of its own (max_calls, which Ray sets for
+    # tasks declared with GPUs but options() cannot): a worker kept for a later job would hold
+    # the GPU memory torch cached and the CUDA devices torch started with
+    remotes = {
+        False: ray.remote(max_retries=RETRIES)(job),
+        True: ray.remote(max_retries=RETRIES, max_calls=1)(job),
+    }
     refs: dict[str, object] = {}
     for j in jobs:
         resources = j.experiment.resources
-        task = remote.options(
-            num_cpus=resources.get("cpus_per_job", 1), num_gpus=resources.get("gpus_per_job", 0)
-        )
+        gpus = resources.get("gpus_per_job", 0)
+        task = remotes[gpus > 0].options(num_cpus=resources.get("cpus_per_job", 1), num_gpus=gpus)
         # a reranker's task waits for its first stage: Ray resolves the reference first
         wait_for = [refs[j.after]] if j.after in refs else []
         refs[j.key] = task.remote(j, str(cache.root), *wait_for)
