@@ -57,6 +57,19 @@ class Versioned(Protocol):
 
 
 @runtime_checkable
+class Rescored(Protocol):
+    """``scoring`` is part of the cache key of a retriever's runs (not of its index): bump it
+    when search gives other scores from the same index."""
+
+    scoring: str
+
+
+def scoring_of(component: object) -> str | None:
+    """The component's :class:`Rescored` scoring version, None when it declares none."""
+    return component.scoring if isinstance(component, Rescored) else None
+
+
+@runtime_checkable
 class Identified(Protocol):
     """``identity()`` says what determines the output (model names and their
     :func:`dapr.checkpoints.revision`, pooling, backend...) but not how fast it comes (batch

@@ -30,6 +30,7 @@ from dapr.interfaces import (
     Resumable,
     ScopingFuser,
     identity_of,
+    scoring_of,
     version_of,
 )
 from dapr.store.cache import Cache, content_key
@@ -133,7 +134,9 @@ class Runner:
         if spec.first_stage:
             return self._rerank(outcome, system, spec, component, chain, made_by, queries)
         index_key = content_key(*made_by, dataset.corpus.fingerprint)
-        run_key = content_key(index_key, _queries_hash(queries), self.experiment.depth, RANKING)
+        scoring = scoring_of(factory)  # a change of search that keeps the index
+        ranking = RANKING if scoring is None else (RANKING, scoring)
+        run_key = content_key(index_key, _queries_hash(queries), self.experiment.depth, ranking)
         outcome.keys[system] = run_key
 
         def open_index():

@@ -4,8 +4,10 @@ A float32 matrix product sums each dot product in an order chosen for the shapes
 of 7 items is summed differently from one of 65,536, one query differently from a batch), so
 the same pair scores differently in its last bits and nearly tied items swap with the shard
 size. Here a pair's *exact* score is a function of its two float32 vectors alone: computed in
-float64 (where products of float32 values are exact), summed along the vector, rounded to
-float32.
+float64 (where products of float32 values are exact), summed along the vector in a fixed order
+(:func:`tree_sum`: halves added pairwise, the same on every device, where torch's own ``sum``
+picks its order per device and kernel), rounded to float32. So the scores of a GPU search are
+those of a CPU search, bit for bit.
 
 :func:`exact_search` finds the best items with the fast float32 product, asking for more
 candidates than needed, and ranks them by exact score. A bound on the fast product's error
@@ -28,18 +30,32 @@ from dapr.retrievers.support.cores import cores
 from dapr.retrievers.support.exact import torch_threads
 
 
+def tree_sum(values: torch.Tensor) -> torch.Tensor:
+    """The sum along the last dimension in an order fixed by the width alone: the second half
+    added to the first until one column is left (an odd column carried to the next round).
+    Each step is one IEEE addition per element, so CPU and GPU give the same bits."""
+    while values.shape[-1] > 1:
+        half = values.shape[-1] // 2
+        summed = values[..., :half] + values[..., half : 2 * half]
+        values = (
+            torch.cat([summed, values[..., 2 * half :]], -1) if values.shape[-1] % 2 else summed
+        )
+    return values[..., 0]
+
+
 def _unit(vectors: torch.Tensor) -> torch.Tensor:
     """Each row scaled to length 1 (rows of zeros stay zero, as in sentence-transformers)."""
-    return vectors / vectors.square().sum(-1, keepdim=True).sqrt().clamp_min(1e-12)
+    return vectors / tree_sum(vectors.square()).unsqueeze(-1).sqrt().clamp_min(1e-12)
 
 
 EXACT: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
-    "cosine": lambda q, x: (_unit(q) * _unit(x)).sum(-1),
-    "dot": lambda q, x: (q * x).sum(-1),
-    "euclidean": lambda q, x: -(q - x).square().sum(-1).sqrt(),
-    "manhattan": lambda q, x: -(q - x).abs().sum(-1),
+    "cosine": lambda q, x: tree_sum(_unit(q) * _unit(x)),
+    "dot": lambda q, x: tree_sum(q * x),
+    "euclidean": lambda q, x: -tree_sum((q - x).square()).sqrt(),
+    "manhattan": lambda q, x: -tree_sum((q - x).abs()),
 }
-"""Row-wise similarity of float64 vectors, one per sentence-transformers similarity name."""
+"""Row-wise similarity of float64 vectors, one per sentence-transformers similarity name, each
+summed by :func:`tree_sum`."""
 
 
 def fast_product(
