@@ -801,6 +801,20 @@ def rerank_depth_zero(kit: Kit) -> Bad:
 
 
 @case
+def rerank_unknown_precision(kit: Kit) -> Bad:
+    retrievers = {**BASE["retrievers"], "ce": {"name": "rerank", "first_stage": "bm25"}}
+    retrievers["ce"]["args"] = {"model": "trained/ce", "precision": "half"}
+    path = kit.experiment(retrievers=retrievers)
+    return Bad(kit.run(path), ("bad.yaml", "retrievers.ce", "'half'"), "fp32, bf16, fp16")
+
+
+@case
+def training_unknown_precision(kit: Kit) -> Bad:
+    path = kit.experiment(train={"de": {"split": "test", "args": {"precision": "fp8"}}})
+    return Bad(["train", str(path)], ("bad.yaml", "train.de.args", "'fp8'"), "auto, fp32, bf16")
+
+
+@case
 def published_value_as_a_percentage(kit: Kit) -> Bad:
     path = kit.experiment(published={"source": "a paper", "values": {"bm25": {"MRR@10": 32.39}}})
     return Bad(kit.run(path), ("published.values.bm25.MRR@10", "32.39"), "32.39% is 0.3239")

@@ -142,7 +142,8 @@ class TrainSpec:
     """Ray Train workers for a dual encoder (one per GPU when the experiment's resources give
     ``gpus_per_job``): each batch is split among them and the loss sees all their passages."""
     args: dict[str, Any] = field(default_factory=dict)
-    """Training settings (:class:`dapr.training.dual.Settings`): epochs, batch_size, ..."""
+    """Training settings (:class:`dapr.training.dual.Settings`): epochs, batch_size, ...,
+    precision (``auto``: bf16 on a CUDA GPU with bfloat16, else fp32; or fp32, bf16, fp16)."""
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,10 @@ the cache) before retrieval, and named ``trained/<name>`` for the retrievers tha
 
 A model is stored in the cache under a hash of everything that makes it: the starting model
 and its revision, the dataset, the split's queries and judgements, the contextualizer, the
-negatives (with the key of the run they were mined from), the loss and the settings. Training
-writes checkpoints into the entry's partial directory, so an interrupted run resumes from the
-last one. A changed model has a new content hash, and with it every run that uses it.
+negatives (with the key of the run they were mined from), the loss and the settings (``precision:
+auto`` resolves by the device, and the card records what it used). Training writes checkpoints
+into the entry's partial directory, so an interrupted run resumes from the last one. A changed
+model has a new content hash, and with it every run that uses it.
 """
 
 from __future__ import annotations
@@ -220,7 +221,7 @@ def _train_one(
         augmented_key,  # the key of the run over the augmentation queries: it covers them
         revision(spec.augment["model"]) if spec.augment else None,
         spec.loss,
-        dataclasses.asdict(settings),
+        settings.identity(),
     )
     status = "cached"
     started = time.perf_counter()

@@ -29,6 +29,8 @@ from dapr.checkpoints import load, revision
 from dapr.data import Run
 from dapr.errors import DaprError
 from dapr.interfaces import Preset
+from dapr.precision import check as check_precision
+from dapr.precision import check_device, dtype
 from dapr.retrievers.support.backends import backend_identity, check_backend, exported
 from dapr.retrievers.support.encoding import encoding_pool, gpus
 
@@ -43,6 +45,8 @@ class Rerank:
     The result holds the re-ranked items only, or with ``keep_rest`` also the remaining
     first-stage items below them, in their first-stage order. ``backend`` and ``quantize`` run
     the model on ONNX Runtime or OpenVINO, as for :class:`~dapr.retrievers.dense.Dense`.
+    ``precision`` (``fp32``, ``bf16`` or ``fp16``, torch backend only) converts the loaded
+    weights; scores are returned in float64 whatever the precision.
     """
 
     version = "1"
@@ -72,8 +76,15 @@ class Rerank:
         keep_rest: bool = False,
         backend: str = "torch",
         quantize: str | None = None,
+        precision: str = "fp32",
     ):
         check_backend(backend, quantize)
+        check_precision(precision, "reranker 'rerank'")
+        if precision != "fp32" and backend != "torch":
+            raise DaprError(
+                f"reranker 'rerank': precision {precision} is for backend torch, not {backend} "
+                "(openvino computes in bf16 with quantize: bf16)"
+            )
         if top_k < 1:
             raise DaprError(f"reranker 'rerank': top_k must be at least 1, got {top_k}")
         if batch_size < 1:
@@ -86,16 +97,20 @@ class Rerank:
         self.keep_rest = keep_rest
         self.backend = backend
         self.quantize = quantize
+        self.precision = precision
         self._model: Any = None
 
     def identity(self) -> dict:
-        return {
+        found = {
             "model": self.model_name,
             "revision": revision(self.model_name),
             "top_k": self.top_k,
             "max_length": self.max_length,
             "keep_rest": self.keep_rest,
         } | backend_identity(self.backend, self.quantize)
+        if self.precision != "fp32":  # absent for fp32: keys from before precision existed stay
+            found["precision"] = self.precision
+        return found
 
     def model(self):
         """The cross-encoder, loaded on first use."""
@@ -109,17 +124,21 @@ class Rerank:
                 ) from None
             options = {"max_length": self.max_length, "device": self.device}
             if self.backend == "torch":
-                self._model = load(CrossEncoder, self.model_name, **options)
+                model = load(CrossEncoder, self.model_name, **options)
+                if self.precision != "fp32":
+                    check_device(self.precision, model.device.type, "reranker 'rerank'")
+                    model.to(dtype(self.precision))
             else:
-                self._model = exported(
+                model = exported(
                     CrossEncoder, self.model_name, self.backend, self.quantize, **options
                 )
-            labels = self._model.config.num_labels
+            labels = model.config.num_labels
             if labels != 1:
                 raise DaprError(
                     f"reranker 'rerank': model {self.model_name!r} has {labels} output labels, "
                     "not one relevance score; pick a re-ranking cross-encoder"
                 )
+            self._model = model  # kept only once it passed the checks
         return self._model
 
     def rerank(self, queries: Mapping[str, str], run: Run, texts: Mapping[str, str]) -> Run:

@@ -59,9 +59,7 @@ def train_cross_encoder(
         model.max_length = settings.max_length
     trainer = CrossEncoderTrainer(
         model=model,
-        args=CrossEncoderTrainingArguments(
-            **settings.trainer_arguments(out), use_cpu=model.device.type == "cpu"
-        ),
+        args=CrossEncoderTrainingArguments(**settings.trainer_arguments(out, model.device.type)),
         train_dataset=Dataset.from_dict(pairs(rows)),
         loss=losses.BinaryCrossEntropyLoss(model),
     )

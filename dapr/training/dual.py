@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from dapr.errors import DaprError
+from dapr.precision import PRECISIONS, resolve
+from dapr.precision import check as check_precision
 from dapr.training.examples import Example, uniform
 
 LOSSES = ("mnrl", "cached_mnrl")
@@ -28,7 +30,11 @@ LOSSES = ("mnrl", "cached_mnrl")
 
 @dataclass(frozen=True)
 class Settings:
-    """How a model is trained (RocketQA's dual encoder: learning rate 3e-5, 10% warm-up)."""
+    """How a model is trained (RocketQA's dual encoder: learning rate 3e-5, 10% warm-up).
+
+    ``precision``: ``auto`` (bf16 mixed precision on a CUDA GPU with bfloat16, else fp32),
+    ``fp32``, ``bf16`` or ``fp16`` (mixed precision: the weights stay float32).
+    """
 
     epochs: float = 1.0
     batch_size: int = 32
@@ -39,8 +45,10 @@ class Settings:
     mini_batch_size: int = 32
     save_steps: int = 50
     max_length: int | None = None
+    precision: str = "auto"
 
     def __post_init__(self) -> None:
+        check_precision(self.precision, "training", ("auto", *PRECISIONS))
         for name in ("batch_size", "mini_batch_size", "save_steps"):
             if getattr(self, name) < 1:
                 raise DaprError(
@@ -52,9 +60,19 @@ class Settings:
                 f"got {self.epochs}, {self.learning_rate}, {self.warmup_ratio}"
             )
 
-    def trainer_arguments(self, out: Path) -> dict[str, Any]:
-        """What every dapr trainer is given: these settings, checkpoints under
-        ``out/checkpoints`` (the last two kept), a log entry every fifth of ``save_steps``."""
+    def identity(self) -> dict[str, Any]:
+        """The settings for a cache key; ``precision: auto`` (the default) left out, so keys
+        made before there was a precision setting stay."""
+        found = asdict(self)
+        if self.precision == "auto":
+            del found["precision"]
+        return found
+
+    def trainer_arguments(self, out: Path, device: str) -> dict[str, Any]:
+        """What every dapr trainer is given on ``device`` (a torch device type): these settings
+        (the precision resolved for the device), checkpoints under ``out/checkpoints`` (the last
+        two kept), a log entry every fifth of ``save_steps``."""
+        used = resolve(self.precision, device, "training")
         return {
             "output_dir": str(out / "checkpoints"),
             "num_train_epochs": self.epochs,
@@ -70,6 +88,9 @@ class Settings:
             "logging_steps": max(1, self.save_steps // 5),
             "report_to": "none",
             "disable_tqdm": not sys.stderr.isatty(),
+            "use_cpu": device == "cpu",
+            "bf16": used == "bf16",
+            "fp16": used == "fp16",
         }
 
 
@@ -125,11 +146,10 @@ def train_dual_encoder(
         model.max_seq_length = settings.max_length
     data = Dataset.from_dict(columns(rows))
     arguments = SentenceTransformerTrainingArguments(
-        **settings.trainer_arguments(out),
+        **settings.trainer_arguments(out, model.device.type),
         batch_sampler=BatchSamplers.NO_DUPLICATES,
         prompts=_prompts(model, list(data.column_names)),
         router_mapping=_routes(model, list(data.column_names)),
-        use_cpu=model.device.type == "cpu",
     )
     trainer = SentenceTransformerTrainer(
         model=model,
@@ -151,7 +171,8 @@ def fit(
 ) -> dict[str, Any]:
     """Run ``trainer`` from the last complete checkpoint under ``out`` (if any); the first
     worker saves ``model`` to ``out/model`` and the training record (``about``, the settings,
-    steps, loss per logged step) to ``out/training.json``, which is returned."""
+    the precision the trainer computed in, steps, loss per logged step) to
+    ``out/training.json``, which is returned."""
     if log is not None:  # our lines replace the trainer's printed dictionaries
         from transformers.trainer_callback import PrinterCallback
 
@@ -163,6 +184,7 @@ def fit(
     record = {
         **about,
         "settings": asdict(settings),
+        "precision": "bf16" if trainer.args.bf16 else "fp16" if trainer.args.fp16 else "fp32",
         "examples": len(trainer.train_dataset),
         "steps": result.global_step,
         "training_loss": result.training_loss,
