@@ -26,9 +26,10 @@ from dapr.data import Run
 from dapr.errors import DaprError
 from dapr.interfaces import Preset
 from dapr.io.files import write_bytes_atomic
+from dapr.precision import check, check_device, dtype
 from dapr.retrievers.support.backends import backend_identity, check_backend, exported
-from dapr.retrievers.support.batches import encode_unpadded
-from dapr.retrievers.support.encoding import encode_into
+from dapr.retrievers.support.batches import encode_padded, encode_unpadded
+from dapr.retrievers.support.encoding import cuda_available, encode_into, gpus
 from dapr.retrievers.support.presets import paper_fusion
 from dapr.retrievers.support.query_vectors import SHARED
 
@@ -36,6 +37,10 @@ if TYPE_CHECKING:
     import torch
 # search and scoring (support.canonical, support.exact) import torch when first used: a run
 # whose dense steps are all cached never loads it
+
+BATCHINGS = ("auto", "exact", "padded")
+"""Batch plans for documents: ``exact`` (batches of one token length: bit-identical whatever the
+split; the CPU default), ``padded`` (sorted by length, fixed batches: the GPU default)."""
 
 _SHARD = 16_384
 """Items encoded in one call and written to one shard file."""
@@ -81,6 +86,8 @@ class Dense:
     """
 
     version = "3"
+    scoring = "tree-sum"
+    """Keys runs apart from indexes: exact scores summed in a fixed order (CPU and GPU alike)."""
     resumable = True
     """An interrupted :meth:`index` into the same store resumes from its stored shards."""
     presets = PRESETS
@@ -103,8 +110,19 @@ class Dense:
         shard_size: int = _SHARD,
         backend: str = "torch",
         quantize: str | None = None,
+        search_device: str | list[str] | None = None,
+        search_memory: float = 0.5,
+        batching: str = "auto",
+        precision: str = "fp32",
     ):
         check_backend(backend, quantize)
+        if batching not in BATCHINGS:
+            raise DaprError(f"batching {batching!r} is not one of: {', '.join(BATCHINGS)}")
+        check(precision, "dense")
+        if precision != "fp32" and backend != "torch":
+            raise DaprError(f"precision {precision}: for backend torch; {backend} has quantize")
+        if not 0 < search_memory <= 1:
+            raise DaprError(f"search_memory: {search_memory} is not a share in (0, 1]")
         if backend != "torch" and pooling is not None:
             raise DaprError(f"backend {backend}: give a sentence-transformers model, not pooling")
         self.query_name = query_model or model
@@ -122,20 +140,51 @@ class Dense:
         self.shard_size = shard_size
         self.backend = backend
         self.quantize = quantize
+        self.search_device = search_device
+        self.search_memory = search_memory
+        self.batching = batching
+        self.precision = precision
         self._models: dict[str, Any] = {}
         self._shards: list[np.ndarray] = []
         self._ids: np.ndarray | None = None
+        self._on_devices: Any = None
 
     def identity(self) -> dict[str, Any]:
-        return {
-            "query_model": self.query_name,
-            "query_revision": revision(self.query_name, self.revision),
-            "document_model": self.document_name,
-            "document_revision": revision(self.document_name, self.revision),
-            "pooling": self.pooling,
-            "similarity": self.similarity,
-            "max_length": self.max_length,
-        } | backend_identity(self.backend, self.quantize)
+        return (
+            {
+                "query_model": self.query_name,
+                "query_revision": revision(self.query_name, self.revision),
+                "document_model": self.document_name,
+                "document_revision": revision(self.document_name, self.revision),
+                "pooling": self.pooling,
+                "similarity": self.similarity,
+                "max_length": self.max_length,
+            }
+            | backend_identity(self.backend, self.quantize)
+            | self._plan_identity()
+        )
+
+    def _plan_identity(self) -> dict[str, Any]:
+        """What else decides the embeddings: the precision when not fp32, and with the padded
+        (GPU) batch plan the batch and shard sizes that fix each text's batch. The default CPU
+        plan adds nothing, so its cache keys stay those from before either existed."""
+        found: dict[str, Any] = {}
+        if self.precision != "fp32":
+            found["precision"] = self.precision
+        if self._padded():
+            found |= {"batching": "padded", "batch_size": self.batch_size}
+            found["shard_size"] = self.shard_size
+        return found
+
+    def _padded(self) -> bool:
+        """Whether documents are encoded with the padded (GPU) plan: as ``batching`` says, by
+        default when they are encoded on CUDA. Decided once and carried to Ray workers, so a
+        cluster encodes with the plan its cache key names."""
+        if self.batching == "auto":
+            named = self.device or (self.devices[0] if self.devices else None)
+            on_cuda = str(named).startswith("cuda") if named else cuda_available()
+            self.batching = "padded" if on_cuda and self.backend == "torch" else "exact"
+        return self.batching == "padded"
 
     def _model(self, name: str):
         if name not in self._models:
@@ -162,6 +211,9 @@ class Dense:
                 )
             if self.max_length:
                 encoder.max_seq_length = self.max_length
+            if self.precision != "fp32":
+                check_device(self.precision, encoder.device.type, "dense")
+                encoder.to(dtype(self.precision))
             self._models[name] = encoder
         return self._models[name]
 
@@ -171,7 +223,8 @@ class Dense:
 
     def write_shard(self, chunk: list[tuple[str, str]], path: Path, pool: Any = None) -> None:
         """Encode ``chunk`` into the shard file ``path`` (float32 ``.npy``), atomically."""
-        vectors = encode_unpadded(
+        encode = encode_padded if self._padded() else encode_unpadded
+        vectors = encode(
             self._model(self.document_name),
             [text for _, text in chunk],
             "document",
@@ -185,11 +238,12 @@ class Dense:
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (for a Ray worker) with its settings only: models and shards load there."""
-        return {**self.__dict__, "_models": {}, "_shards": [], "_ids": None}
+        return {**self.__dict__, "_models": {}, "_shards": [], "_ids": None, "_on_devices": None}
 
     def load(self, store: Path) -> None:
         self._shards = [np.load(p, mmap_mode="r") for p in sorted(store.glob("shard-*.npy"))]
         self._ids = np.array(json.loads((store / "ids.json").read_text()), dtype=object)
+        self._on_devices = None
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         if self._ids is None:
@@ -200,16 +254,50 @@ class Dense:
         from dapr.retrievers.support.canonical import exact_search, fast_product
 
         encoder = self._model(self.query_name)
-        items, scores = exact_search(
-            self._encode_queries(qids, queries),
-            self._shards,
-            k,
-            encoder.similarity_fn_name,
-            fast_product(encoder.similarity_fn_name, encoder.similarity),
-            self.block_size,
-            self.query_batch,
-        )
+        vectors = self._encode_queries(qids, queries)
+        devices = self._search_devices(encoder)
+        if devices:
+            from dapr.retrievers.support.device_search import DeviceIndex, device_search
+
+            if self._on_devices is None or self._on_devices.devices != devices:
+                self._on_devices = DeviceIndex(
+                    self._shards,
+                    devices,
+                    encoder.similarity_fn_name,
+                    self.search_memory,
+                    query_batch=self.query_batch,
+                )
+            items, scores = device_search(self._on_devices, vectors, k, encoder.similarity)
+        else:
+            items, scores = exact_search(
+                vectors,
+                self._shards,
+                k,
+                encoder.similarity_fn_name,
+                fast_product(encoder.similarity_fn_name, encoder.similarity),
+                self.block_size,
+                self.query_batch,
+            )
         return Run.from_lists(qids, items, scores, self._ids).top(k)
+
+    def _search_devices(self, encoder: Any) -> list[torch.device]:
+        """The torch devices exact search runs on; none for the CPU path (numpy's BLAS on
+        every core). By default the query model's GPU, or every visible GPU when it runs on
+        one and no ``device`` was named; ``search_device`` chooses: ``cpu``, a device, or a
+        list of devices (``["cpu"]`` runs the GPU code on the CPU, as the tests do)."""
+        import torch
+
+        chosen = self.search_device
+        if chosen is None:
+            device = torch.device(encoder.device)
+            if device.type != "cuda":
+                return []
+            if self.device is None and self.devices is None:
+                return [torch.device(d) for d in gpus()]
+            return [device]
+        if isinstance(chosen, str):
+            return [] if chosen == "cpu" else [torch.device(chosen)]
+        return [torch.device(d) for d in chosen]
 
     def _encode_queries(self, qids: list[str], queries: Mapping[str, str]) -> torch.Tensor:
         """The queries' vectors (float32, on the CPU), each independent of the others: encoded

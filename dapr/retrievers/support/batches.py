@@ -10,6 +10,13 @@ shards of 7 differs from one encoded in shards of 16,384, and nearly tied items 
 batch of fewer than :data:`MIN_TOKENS` tokens (small batches are filled with repeats), so the
 embedding does not depend on the batch size, the shard size or the number of workers. Checked
 on CPU kernels; GPU kernels may still choose by shape (the README says so).
+
+On a GPU those many small batches leave it idle. :func:`encode_padded` is the GPU plan: a
+shard's texts sorted by token length once, cut into batches of ``batch_size`` padded within the
+batch, each text tokenized once and run through the model's ``forward`` directly. A text's
+batch is then fixed by its shard (a fixed range of the corpus) and the batch size, whatever the
+number of GPUs or Ray actors and the order work is handed out; the batch and shard sizes are
+part of the index's cache key.
 """
 
 from __future__ import annotations
@@ -60,6 +67,121 @@ def encode_unpadded(
     return joined.index_select(0, torch.from_numpy(first).to(joined.device))
 
 
+def encode_padded(
+    model: Any, texts: Sequence[str], side: str, batch_size: int = 64, **options: Any
+) -> Any:
+    """``model.encode_query``/``encode_document`` of ``texts`` (in order) with the GPU plan:
+    texts sorted by token length (ties in input order), batches of ``batch_size`` padded to
+    their longest. ``options``: ``convert_to_numpy`` (default), ``convert_to_tensor``,
+    ``pool`` (a multi-process pool: one batch per chunk) or ``show_progress_bar``; a model
+    whose features this cannot build (a prompt the pooling leaves out, a router, a truncated
+    dimension, left padding) is encoded batch by batch through its own encode call, with
+    the same plan."""
+    import torch
+
+    if not len(texts):
+        return model.encode([], **options)
+    tokens = _Tokens.of(model, texts, side)
+    lengths = tokens.lengths if tokens else token_lengths(model, texts, side)
+    if lengths is None:
+        lengths = np.array([len(t) for t in texts], dtype=np.int64)
+    order = np.argsort(lengths, kind="stable")
+    batches = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
+    numpy = not options.get("convert_to_tensor", False)
+    pool = options.get("pool")
+    if tokens is None or pool is not None or set(options) - _DIRECT:
+        encode = model.encode_query if side == "query" else model.encode_document
+        options = {**options, "show_progress_bar": False}
+        if pool is not None:
+            flat = [texts[i] for i in order.tolist()]
+            parts = [encode(flat, batch_size=batch_size, chunk_size=batch_size, **options)]
+        else:
+            parts = [
+                encode([texts[i] for i in b.tolist()], batch_size=len(b), **options)
+                for b in batches
+            ]
+        if isinstance(parts[0], np.ndarray):
+            sorted_vectors = torch.from_numpy(np.concatenate(parts))
+        else:
+            sorted_vectors = torch.cat(parts)
+    else:
+        device = model.device
+        sorted_vectors = None
+        with torch.inference_mode():
+            for n, batch in enumerate(batches):
+                features = {k: v.to(device, non_blocking=True) for k, v in tokens.batch(batch)}
+                out = model.forward(features)["sentence_embedding"].float()
+                if sorted_vectors is None:
+                    sorted_vectors = torch.empty((len(texts), out.shape[1]), device=device)
+                sorted_vectors[n * batch_size : n * batch_size + len(batch)] = out
+    assert sorted_vectors is not None
+    inverse = torch.from_numpy(np.argsort(order)).to(sorted_vectors.device)
+    vectors = sorted_vectors.index_select(0, inverse)
+    return vectors.cpu().numpy() if numpy else vectors
+
+
+_DIRECT = {"convert_to_numpy", "convert_to_tensor", "show_progress_bar"}
+"""The encode options :func:`encode_padded` handles when it runs the model itself."""
+
+
+class _Tokens:
+    """Texts tokenized once: per feature the tokens of all texts end to end, each text's
+    length and where it starts, and the value that pads the feature."""
+
+    def __init__(self, flat: dict[str, Any], lengths: np.ndarray, pads: dict[str, int]):
+        self.flat = flat
+        self.lengths = lengths
+        self.starts = np.cumsum(lengths) - lengths
+        self.pads = pads
+
+    @classmethod
+    def of(cls, model: Any, texts: Sequence[str], side: str) -> _Tokens | None:
+        """``texts`` as ``side``'s encode call would tokenize them, or None where the features
+        cannot be rebuilt from unpadded tokens alone."""
+        import torch
+
+        tokenizer = getattr(model, "tokenizer", None)
+        prompt = _prompt(model, side)
+        plain = type(model[0]).__name__ == "Transformer" and not getattr(model, "truncate_dim", 0)
+        if tokenizer is None or prompt or not plain or tokenizer.padding_side != "right":
+            return None
+        pads = {"input_ids": tokenizer.pad_token_id, "token_type_ids": tokenizer.pad_token_type_id}
+        flat: dict[str, list[Any]] = {}
+        lengths = []
+        for start in range(0, len(texts), 1024):
+            features = model.tokenize(list(texts[start : start + 1024]))
+            mask = features.pop("attention_mask", None)
+            if mask is None or set(features) - set(pads) or pads["input_ids"] is None:
+                return None
+            kept = mask.bool()
+            lengths.append(mask.sum(dim=1).numpy())
+            for key, values in features.items():
+                flat.setdefault(key, []).append(values[kept])
+        joined = {key: torch.cat(parts) for key, parts in flat.items()}
+        return cls(joined, np.concatenate(lengths), {k: pads[k] for k in joined})
+
+    def batch(self, rows: np.ndarray) -> Any:
+        """The features of texts ``rows``, padded to the longest of them."""
+        import torch
+
+        lengths = torch.from_numpy(self.lengths[rows])
+        width = int(lengths.max())
+        steps = torch.arange(width)
+        valid = steps[None, :] < lengths[:, None]
+        positions = torch.from_numpy(self.starts[rows])[:, None] + steps[None, :]
+        for key, flat in self.flat.items():
+            taken = flat[positions.clamp_max(len(flat) - 1)]
+            yield key, torch.where(valid, taken, self.pads[key])
+        yield "attention_mask", valid.long()
+
+
+def _prompt(model: Any, side: str) -> str:
+    """The prompt ``side``'s encode call puts before each text."""
+    prompts = getattr(model, "prompts", None) or {}
+    name = next((n for n in _PROMPTS[side] if n in prompts), model.default_prompt_name)
+    return prompts.get(name, "") if name else ""
+
+
 def plan_batches(lengths: np.ndarray, batch_size: int, fill: bool = False) -> list[np.ndarray]:
     """Indices of texts with token ``lengths`` in batches of one length each: at most
     ``batch_size`` texts, or as many as :data:`MIN_TOKENS` tokens take (and at least two), a
@@ -84,9 +206,7 @@ def plan_batches(lengths: np.ndarray, batch_size: int, fill: bool = False) -> li
 def token_lengths(model: Any, texts: Sequence[str], side: str) -> np.ndarray | None:
     """How many tokens ``model`` gives each of ``texts`` (with the prompt its ``side``'s encode
     call adds, truncated as it truncates), or None for a model without an attention mask."""
-    prompts = getattr(model, "prompts", None) or {}
-    name = next((n for n in _PROMPTS[side] if n in prompts), model.default_prompt_name)
-    prompt = prompts.get(name, "") if name else ""
+    prompt = _prompt(model, side)
     router = type(model[0]).__name__ == "Router"
     options = {"task": side} if router else {}
     lengths = []

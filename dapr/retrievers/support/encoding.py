@@ -212,6 +212,23 @@ class _ShardActor:
         return {"path": batch["path"]}
 
 
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA device, asked only where a GPU driver is present (or torch is
+    loaded already): a CPU-only machine answers without importing torch."""
+    import os
+    import sys
+
+    if "torch" not in sys.modules:
+        if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+            return False
+        drivers = ("/proc/driver/nvidia/version", "/dev/kfd")  # NVIDIA's, ROCm's
+        if not any(os.path.exists(path) for path in drivers):
+            return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
 def gpus() -> list[str]:
     """Every visible CUDA device."""
     import torch
