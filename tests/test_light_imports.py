@@ -1,10 +1,13 @@
 """A run whose steps are all cached loads no deep-learning library: validating an experiment
-imports every retriever class it names, so those modules must not import torch themselves."""
+imports every retriever class it names, so those modules must not import torch themselves. BM25
+loads none of the optional libraries that bm25s would import."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+
+import pytest
 
 
 def test_retriever_classes_load_without_torch():
@@ -16,3 +19,30 @@ def test_retriever_classes_load_without_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_bm25_indexes_and_searches_without_the_libraries_bm25s_would_import():
+    """bm25s imports jax (starting it on a GPU), numba and scipy when they are installed; BM25
+    uses none of them, so they stay out, and one already imported is left in place."""
+    code = (
+        "import sys, tempfile\n"
+        "from pathlib import Path\n"
+        "from dapr.retrievers.bm25 import BM25\n"
+        "bm25 = BM25()\n"
+        "with tempfile.TemporaryDirectory() as folder:\n"
+        "    bm25.index([('a', 'the cat sat'), ('b', 'dogs ran')], Path(folder) / 'index')\n"
+        "    assert list(bm25.search({'q': 'cats'}, 10).to_dict()['q']) == ['a']\n"
+        "heavy = ('jax', 'numba', 'scipy', 'torch')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    pytest.importorskip("scipy")
+    code = (
+        "import sys, scipy\n"
+        "from dapr.retrievers.bm25 import _import_bm25s\n"
+        "bm25s = _import_bm25s()\n"
+        "print(sys.modules['scipy'] is scipy, bm25s.SCIPY_AVAILABLE, bm25s.NUMBA_AVAILABLE)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True False False"

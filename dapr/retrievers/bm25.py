@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -47,9 +48,34 @@ _LANGUAGE_FILE = "language.json"
 """Written beside a non-English index, so it is never searched with another tokenizer."""
 
 
-def _require_bm25s():
+_BM25S_SKIPS = ("jax", "numba", "scipy")
+"""Optional libraries bm25s imports when they are installed and dapr never uses through it (its
+numpy backend scores, :meth:`BM25._top` selects): jax took 2.6 s to import on a GPU machine, and
+bm25s runs a top-k with it on import, which starts JAX on the GPU and reserves most of its
+memory; numba and scipy took 0.2 s and 0.3 s more there."""
+
+
+def _import_bm25s():
+    """bm25s, imported without :data:`_BM25S_SKIPS` (each reads as not installed to it; any
+    already imported is put back)."""
+    if "bm25s" in sys.modules:
+        return sys.modules["bm25s"]
+    hidden = {name: sys.modules.get(name) for name in _BM25S_SKIPS}
+    sys.modules.update(dict.fromkeys(hidden))  # None: "import jax" raises ImportError
     try:
         import bm25s
+    finally:
+        for name, module in hidden.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+    return bm25s
+
+
+def _require_bm25s():
+    try:
+        bm25s = _import_bm25s()
         import Stemmer
     except ImportError as error:
         raise DaprError(
@@ -241,7 +267,8 @@ class BM25:
     ) -> tuple[list[Postings], np.ndarray, dict[str, int]]:
         """The postings of the items, a batch of texts at a time, every item's number of terms,
         and the vocabulary (term -> id); the item ids are appended to ``ids``. Texts are
-        tokenized on every core (:mod:`~dapr.retrievers.support.postings`)."""
+        tokenized on every core when there are enough of them
+        (:mod:`~dapr.retrievers.support.postings`)."""
         tokenize = english_batch if self.language == "en" else chinese_batch
         if self.language == "zh":
             _require_jieba()  # named before any worker starts

@@ -1,5 +1,5 @@
 """Texts to postings, a batch at a time, in worker processes when there are cores to spare and
-more than one batch of texts.
+enough text to pay for starting them (:data:`POOL_CHARS`).
 
 A worker keeps its own vocabulary for the whole stream (terms in order of first sight among the
 batches it was given) and turns each batch into postings over its own term ids, sending back
@@ -21,13 +21,21 @@ from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from itertools import chain, islice
+from itertools import chain
 from typing import Any, NamedTuple
 
 import numpy as np
 
 BATCH = 5_000
-"""Texts per batch: a corpus of one batch is tokenized in this process (no workers started)."""
+"""Texts per batch at most."""
+BATCH_CHARS = 1_000_000
+"""Characters per batch at most (a batch holds at least one text): long documents are spread
+over the workers too, and 1M-character batches were the fastest of 1M, 2M and 4M on 16 cores."""
+POOL_CHARS = 4_000_000
+"""Characters below which a corpus is tokenized in this process (about half a second's work):
+the workers' start costs more than they save on less text. Measured on synthetic passages
+(``benchmarks/bm25.py``): 16 workers took 1.2x the time of one process on 2M characters and
+0.6x on 4M; 2 workers 0.8x on both."""
 
 Tokenize = Callable[[list[str], dict[str, Any]], tuple[list[str], np.ndarray, np.ndarray]]
 """``(texts, memo)`` -> (the terms first seen in this batch, in that order; every text's term
@@ -93,24 +101,31 @@ def stream_postings(
 ) -> Iterator[tuple[list[str], Postings, np.ndarray]]:
     """Per batch of ``items`` (id, text), in order: the ids, their postings over the term ids of
     ``vocab`` (which grows), and each text's number of terms. ``tokenize`` must be a
-    module-level function (it is sent to the workers by name)."""
-    stream = iter(items)
-    first = list(islice(stream, BATCH))
-    second = list(islice(stream, BATCH)) if first else []
+    module-level function (it is sent to the workers by name). Worker processes start only for
+    a corpus of at least :data:`POOL_CHARS` characters, no more of them than it has batches."""
+    batches = _batches(iter(items))
+    ahead: list[list[tuple[str, str]]] = []
+    if workers > 1:  # read ahead: enough text for the workers, and a batch for each?
+        size = 0
+        for batch in batches:
+            ahead.append(batch)
+            size += sum(len(text) for _, text in batch)
+            if size >= POOL_CHARS and len(ahead) >= workers:
+                break
+        workers = min(workers, len(ahead)) if size >= POOL_CHARS else 1
     session = uuid.uuid4().hex
     mapping = _Mapping(vocab)
-    if workers <= 1 or not second:
+    if workers <= 1:
         try:
-            for batch in chain((first, second), _batches(stream)):
-                if batch:
-                    texts = [text for _, text in batch]
-                    yield mapping.apply(batch, _tokenized(tokenize, session, texts))
+            for batch in chain(ahead, batches):
+                texts = [text for _, text in batch]
+                yield mapping.apply(batch, _tokenized(tokenize, session, texts))
         finally:
             _MEMOS.pop(session, None)
         return
     with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:
         pending: deque[tuple[list, Future]] = deque()
-        for batch in chain((first, second), _batches(stream)):
+        for batch in chain(ahead, batches):
             texts = [text for _, text in batch]
             pending.append((batch, pool.submit(_tokenized, tokenize, session, texts)))
             if len(pending) >= 2 * workers:
@@ -162,5 +177,15 @@ def _context() -> multiprocessing.context.BaseContext:
 
 
 def _batches(stream: Iterator[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]:
-    while batch := list(islice(stream, BATCH)):
+    """``stream`` in batches of at most :data:`BATCH` texts and :data:`BATCH_CHARS` characters
+    (or one longer text)."""
+    batch: list[tuple[str, str]] = []
+    size = 0
+    for item in stream:
+        batch.append(item)
+        size += len(item[1])
+        if len(batch) >= BATCH or size >= BATCH_CHARS:
+            yield batch
+            batch, size = [], 0
+    if batch:
         yield batch
