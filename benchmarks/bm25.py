@@ -10,6 +10,12 @@ untimed. Indexing runs ``--repeats`` times per backend, the backends taking turn
 run of each is kept (the machine's load moves single runs by 10-20%). Prints a markdown table and
 the bm25s / Lucene ratios.
 
+Then the start-up tax of tokenizing in worker processes: small corpora (the ``wiki-sample``
+documents, the quick tour's 103-document index, and synthetic passages around the threshold
+``postings.POOL_CHARS``) tokenized into postings in one process and in a pool of every core
+(forced), in turns in one fresh process, the fastest of ``--repeats`` each; ``--start-up-only``
+runs only this.
+
     python benchmarks/bm25.py [--passages 500000 --queries 1000 --depth 1000 --seed 0 --repeats 3]
 """
 
@@ -185,6 +191,54 @@ def measure(
     return results
 
 
+def start_up(spec: dict[str, Any]) -> dict[str, Any]:
+    """Seconds to tokenize each small corpus into postings in this process and in worker
+    processes on every core (forced past ``POOL_CHARS``), in turns: the fastest of each."""
+    from dapr.datasets import load_dataset
+    from dapr.retrievers.support import postings
+    from dapr.retrievers.support.cores import cores
+    from dapr.retrievers.support.english import english_batch
+
+    documents = [(d.id, d.text) for d in load_dataset("wiki-sample").corpus]
+    corpora = {"wiki-sample documents": documents}
+    synthetic = synthetic_passages(20_000, spec["seed"])
+    for millions in (2, 4, 8):
+        items, size = [], 0
+        while size < millions * 1_000_000:
+            items.append(next(synthetic))
+            size += len(items[-1][1])
+        corpora[f"synthetic {millions}M characters"] = items
+    default = postings.POOL_CHARS
+    rows = []
+    for name, items in corpora.items():
+        best = {"here": float("inf"), "pool": float("inf")}
+        for _ in range(spec["repeats"]):
+            for way, threshold in (("here", float("inf")), ("pool", 0)):
+                postings.POOL_CHARS = threshold
+                start = time.perf_counter()
+                for _ in postings.stream_postings(items, english_batch, {}, cores()):
+                    pass
+                best[way] = min(best[way], time.perf_counter() - start)
+        chars = sum(len(text) for _, text in items)
+        rows.append({"corpus": name, "texts": len(items), "chars": chars, **best})
+    return {"rows": rows, "cores": cores(), "threshold": default}
+
+
+def start_up_rows(result: dict[str, Any]) -> list[str]:
+    lines = [
+        f"\ntokenizing small corpora: one process vs {result['cores']} worker processes "
+        f"(workers start from {result['threshold']:,} characters)\n",
+        "| corpus | texts | characters | one process s | workers s | **workers / one** |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in result["rows"]:
+        lines.append(
+            f"| {row['corpus']} | {row['texts']:,} | {row['chars']:,} | {row['here']:.3f} | "
+            f"{row['pool']:.3f} | **{row['pool'] / row['here']:.2f}x** |"
+        )
+    return lines
+
+
 # --- report ----------------------------------------------------------------------------------
 
 
@@ -222,10 +276,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeats", type=int, default=3, help="indexing runs per backend; the fastest is kept"
     )
+    parser.add_argument(
+        "--start-up-only", action="store_true", help="only the worker start-up measurement"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(child(json.loads(args.child))))
+        spec = json.loads(args.child)
+        print(json.dumps(start_up(spec) if spec.get("start_up") else child(spec)))
+        return 0
+    start_up_spec = {"start_up": True, "seed": args.seed, "repeats": args.repeats}
+    if args.start_up_only:
+        print("\n".join(start_up_rows(run_child(__file__, start_up_spec))))
         return 0
 
     cores = len(os.sched_getaffinity(0))
@@ -250,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, spec in workloads.items():
             spec["folder"] = folder
             lines += rows(name, measure(name, spec, Path(folder), args.repeats))
+    lines += start_up_rows(run_child(__file__, start_up_spec))
     print("\n".join(lines))
     print(f"\n(total {time.perf_counter() - start:.0f}s)")
     return 0

@@ -14,8 +14,10 @@ from dapr.cli import main
 from dapr.contextualizers.precomputed import Precomputed
 from dapr.data import Document, Passage
 from dapr.errors import DaprError
+from dapr.experiment import contextualize
 from dapr.experiment.chain import WARM_UP, Chain, ContextStep
 from dapr.experiment.contextualize import CHUNK, Cost, contextualize_corpus
+from dapr.experiment.pools import ProcessPool
 from dapr.store.contexts import ContextStore
 
 
@@ -142,7 +144,8 @@ def test_a_chain_reuses_what_its_steps_computed_in_other_chains(tmp_path):
     assert cost.computed == 4  # title now reads the passages as they are: new input
 
 
-def test_worker_processes_give_the_same_texts_in_corpus_order(tmp_path):
+def test_worker_processes_give_the_same_texts_in_corpus_order(monkeypatch, tmp_path):
+    monkeypatch.setattr(contextualize, "POOL_WORDS", 0)
     documents = [_doc(n) for n in range(3 * CHUNK)]
     parallel, cost = _run(documents, ["tag", "title"], tmp_path / "a", workers=2)
     assert cost.workers == 2 and cost.computed == len(documents)
@@ -150,6 +153,52 @@ def test_worker_processes_give_the_same_texts_in_corpus_order(tmp_path):
     assert f"{os.getpid()}>" not in pids  # computed in the workers, not here
     strip = [[t.rsplit(" <", 1)[0] for t in texts] for texts in parallel]
     assert strip == [[f"Title {n} text {n} {i}" for i in range(2)] for n in range(3 * CHUNK)]
+
+
+def _where(texts: list[list[str]]) -> tuple[list[list[str]], set[str]]:
+    """Texts of :class:`Tag` without the process ids, and those ids."""
+    pids = {text.rsplit("<", 1)[1].rstrip(">") for texts in texts for text in texts}
+    return [[t.rsplit(" <", 1)[0] for t in texts] for texts in texts], pids
+
+
+def test_a_small_corpus_is_contextualized_without_worker_processes(monkeypatch, tmp_path):
+    """Three chunks of a step asking for workers, far fewer words than the threshold: computed
+    here, the texts those of the workers."""
+    documents = [_doc(n) for n in range(3 * CHUNK)]
+    monkeypatch.setattr(contextualize, "POOL_WORDS", 0)
+    pooled, _ = _run(documents, ["tag", "title"], tmp_path / "pooled", workers=2)
+    monkeypatch.undo()
+
+    def refuse(*_):
+        raise AssertionError("worker processes started for a small corpus")
+
+    monkeypatch.setattr(ProcessPool, "submit", refuse)
+    here, cost = _run(documents, ["tag", "title"], tmp_path / "here", workers=16)
+    assert cost.workers == 1 and cost.computed == len(documents)
+    assert _where(here)[1] == {str(os.getpid())} and str(os.getpid()) not in _where(pooled)[1]
+    assert _where(here)[0] == _where(pooled)[0]
+    monkeypatch.setattr(contextualize, "POOL_WORDS", 0)  # one chunk: one worker would not help
+    alone, cost = _run(documents[:CHUNK], ["tag"], tmp_path / "alone", workers=16)
+    assert cost.workers == 1 and _where(alone)[1] == {str(os.getpid())}
+
+
+def test_workers_start_at_the_threshold_also_after_reading_ahead(monkeypatch, tmp_path):
+    documents = [_doc(n) for n in range(3 * CHUNK)]  # 6 words each
+    total = 6 * len(documents)
+    monkeypatch.setattr(contextualize, "POOL_WORDS", total + 1)
+    below, cost = _run(documents, ["tag"], tmp_path / "below", workers=2)
+    assert cost.workers == 1 and _where(below)[1] == {str(os.getpid())}
+    monkeypatch.setattr(contextualize, "POOL_WORDS", total)
+    at, cost = _run(documents, ["tag"], tmp_path / "at", workers=2)
+    assert cost.workers == 2 and str(os.getpid()) not in _where(at)[1]
+    # read ahead one chunk at most: the first two chunks here, the third in a worker
+    monkeypatch.setattr(contextualize, "POOL_WORDS", 6 * 2 * CHUNK + 1)
+    monkeypatch.setattr(contextualize, "AHEAD", 1)
+    mixed, cost = _run(documents, ["tag"], tmp_path / "mixed", workers=2)
+    places = [_where([texts])[1] for texts in mixed]
+    assert places[: 2 * CHUNK] == [{str(os.getpid())}] * (2 * CHUNK)
+    assert str(os.getpid()) not in set().union(*places[2 * CHUNK :]) and cost.workers == 1
+    assert _where(below)[0] == _where(at)[0] == _where(mixed)[0]
 
 
 def test_loading_a_model_is_not_timed_as_work(tmp_path):
@@ -304,12 +353,13 @@ def test_cost_table_figures_stay_sensible():
     assert rows[1]["speed (words/s)"] == "4,100.0"
 
 
-def test_workers_are_those_that_got_work(tmp_path):
+def test_workers_are_those_that_got_work(monkeypatch, tmp_path):
+    monkeypatch.setattr(contextualize, "POOL_WORDS", 0)
     documents = [
-        Document(f"d{i}", "T", (Passage(f"d{i}-0", f"d{i}", 0, "a b c"),)) for i in range(3)
+        Document(f"d{i}", "T", (Passage(f"d{i}-0", f"d{i}", 0, "a b c"),)) for i in range(CHUNK + 1)
     ]
-    chain = Chain([ContextStep("tag")])  # parallel: worker processes, one chunk of 3 documents
+    chain = Chain([ContextStep("tag")])  # parallel: worker processes, two chunks
     cost = Cost(chain.label)
     texts = list(contextualize_corpus(documents, chain, tmp_path, cost, workers=50))
-    assert len(texts) == 3 and f"<{os.getpid()}>" not in texts[0][1][0]  # ran in a worker
-    assert cost.workers == 1
+    assert len(texts) == CHUNK + 1 and f"<{os.getpid()}>" not in texts[0][1][0]  # in a worker
+    assert cost.workers == 2

@@ -7,8 +7,9 @@ with the words it held and the seconds it took. A corpus is therefore never cont
 by the same step, in any chain (``[coref, title]`` reuses what ``coref`` alone computed); an
 interrupted pass resumes where it stopped; an edited document is the only one computed again. A
 step runs in worker processes (:mod:`dapr.experiment.pools`) when it asks for them
-(:class:`~dapr.interfaces.Parallel`) and does not batch documents itself
-(:class:`~dapr.interfaces.BatchContextualizer`). In a job on Ray with ``resources.actors``
+(:class:`~dapr.interfaces.Parallel`), does not batch documents itself
+(:class:`~dapr.interfaces.BatchContextualizer`) and has enough to compute (:data:`POOL_WORDS`);
+the texts are the same either way. In a job on Ray with ``resources.actors``
 (:mod:`dapr.ray_actors`) every step runs on that many Ray actors instead, batching ones too.
 
 The measured speed is words per second of one process, the unit of the DAPR paper's Table 6
@@ -18,6 +19,7 @@ of every step, so it does not depend on how many workers ran.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -43,6 +45,17 @@ from dapr.store.contexts import ContextStore, Done, record_pass, recorded_pass
 
 CHUNK = 16
 """Documents per task sent to a worker process (and per store commit)."""
+POOL_WORDS = 50_000
+"""Words to compute (in two chunks or more) below which a step runs in this process rather than
+in spawned worker processes, which import dapr and load the step's models first. Measured on
+the first 1-64 wiki-sample documents on 2 busy cores: one worker on one chunk took 0.5-1.5 s
+longer than this process, which computes 5k (rules coref) to 30k (keyphrases) words a second;
+two workers took 1.1-2.5x this process's time up to 79k words, 0.8-1.0x from 134k (keyphrases).
+A step reads its input ahead until it has met this many words to compute, or :data:`AHEAD`
+chunks."""
+AHEAD = 64
+"""Chunks a step reads ahead at most to find :data:`POOL_WORDS` words to compute; past them,
+its worker processes start once it has met that many."""
 
 
 def sample_cost(
@@ -202,11 +215,33 @@ def _stage(
     workers: int,
 ) -> Iterator[_Item]:
     """Step ``index`` over a stream: stored outputs reused, missing ones computed in chunks (in
-    worker processes when ``pool`` is given, a bounded number of chunks ahead)."""
+    worker processes when ``pool`` is given, a bounded number of chunks ahead). Processes are
+    started for the step only once it has :data:`POOL_WORDS` words in two chunks or more to
+    compute; Ray actors and processes already started take every chunk."""
+    todo = [0, 0]  # words and chunks to compute met so far (counted while too few)
+
+    def enough() -> bool:
+        return todo[0] >= POOL_WORDS and todo[1] > 1
+
+    def batches() -> Iterator[_Batch]:
+        for chunk in _chunks(items, CHUNK):
+            batch = _Batch(chunk, store)
+            if pool is not None and batch.missing and not enough():
+                todo[0] += sum(map(words, batch.missing))
+                todo[1] += 1
+            yield batch
+
+    stream = batches()
+    ahead: list[_Batch] = []
+    if isinstance(pool, ProcessPool) and not pool.started:  # enough work to start them?
+        for batch in stream:
+            ahead.append(batch)
+            if enough() or len(ahead) >= AHEAD:
+                break
     pending: deque[_Batch] = deque()
-    for chunk in _chunks(items, CHUNK):
-        batch = _Batch(chunk, store)
-        if batch.missing and pool is not None:
+    for batch in itertools.chain(ahead, stream):
+        ready = pool is not None and (pool.started or isinstance(pool, RayPool) or enough())
+        if batch.missing and ready:
             batch.future = pool.submit(index, batch.missing)
         elif batch.missing:
             batch.finish(store, timed(chain, index, batch.missing))
