@@ -88,13 +88,15 @@ def encode_padded(
     order = np.argsort(lengths, kind="stable")
     batches = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
     numpy = not options.get("convert_to_tensor", False)
-    pool = options.get("pool")
+    pool = options.pop("pool", None)
     if tokens is None or pool is not None or set(options) - _DIRECT:
         encode = model.encode_query if side == "query" else model.encode_document
         options = {**options, "show_progress_bar": False}
         if pool is not None:
             flat = [texts[i] for i in order.tolist()]
-            parts = [encode(flat, batch_size=batch_size, chunk_size=batch_size, **options)]
+            parts = [
+                encode(flat, batch_size=batch_size, chunk_size=batch_size, pool=pool, **options)
+            ]
         else:
             parts = [
                 encode([texts[i] for i in b.tolist()], batch_size=len(b), **options)

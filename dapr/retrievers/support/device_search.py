@@ -275,13 +275,11 @@ def _longest(rows: torch.Tensor) -> float:
 
 
 def _rescore(index: DeviceIndex, vectors: torch.Tensor, codes: np.ndarray) -> np.ndarray:
-    """The exact scores of each query against its rows ``codes``: on the first device when every
-    part is resident (rows gathered there), else on the CPU from the shards. Either way the
+    """The exact scores of each query against its rows ``codes``, on the first device: the rows
+    gathered from the resident parts, else read from the shards and uploaded. Either way the
     bits of :func:`canonical.rescore`."""
     device = index.parts[0].device
     resident = all(part.rows is not None for part in index.parts)
-    if not resident:
-        device = torch.device("cpu")
     out = np.empty(codes.shape, dtype=np.float64)
     step = max(1, _RESCORE_BYTES // (8 * max(1, codes.shape[1]) * max(1, index.dim)))
     similarity = EXACT[index.similarity]
@@ -290,7 +288,7 @@ def _rescore(index: DeviceIndex, vectors: torch.Tensor, codes: np.ndarray) -> np
         if resident:
             rows = _gather(index, torch.from_numpy(group.reshape(-1)), device)
         else:
-            rows = torch.from_numpy(gather_rows(index.shards, group.reshape(-1)))
+            rows = torch.from_numpy(gather_rows(index.shards, group.reshape(-1))).to(device)
         rows = rows.reshape(*group.shape, -1).double()
         query = vectors[start : start + step].to(device).double().unsqueeze(-2)
         out[start : start + step] = similarity(query, rows).float().double().cpu().numpy()
