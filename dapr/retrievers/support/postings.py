@@ -32,10 +32,11 @@ BATCH_CHARS = 1_000_000
 """Characters per batch at most (a batch holds at least one text): long documents are spread
 over the workers too, and 1M-character batches were the fastest of 1M, 2M and 4M on 16 cores."""
 POOL_CHARS = 4_000_000
-"""Characters below which a corpus is tokenized in this process (about half a second's work):
-the workers' start costs more than they save on less text. Measured on synthetic passages
-(``benchmarks/bm25.py``): 16 workers took 1.2x the time of one process on 2M characters and
-0.6x on 4M; 2 workers 0.8x on both."""
+"""Characters below which a corpus is tokenized in this process (0.7 s of work at most): forking
+workers, each analysing its words anew, saves too little below. Measured with cold analyzers on
+synthetic passages (``benchmarks/bm25.py --start-up-only``): on 16 idle cores the workers took
+1.13x the time of one process on 1M characters, 0.76x on 2M, 0.57x on 4M, 0.41x on 8M; on 2
+cores 0.8x from 2M when idle, 1.3-1.6x up to 8M when other work kept the cores busy."""
 
 Tokenize = Callable[[list[str], dict[str, Any]], tuple[list[str], np.ndarray, np.ndarray]]
 """``(texts, memo)`` -> (the terms first seen in this batch, in that order; every text's term
