@@ -150,3 +150,17 @@ def test_a_closed_pipe_is_one_line(tmp_path):
     )
     assert done.stdout.count("\n") == 1
     assert "Traceback" not in done.stderr and done.stderr.count("\n") <= 1
+
+
+def test_installed_entry_points_are_read_again_only_after_a_change(tmp_path, monkeypatch):
+    scans = []
+    real = registry.entry_points
+    monkeypatch.setattr(registry, "entry_points", lambda: scans.append(1) or real())
+    monkeypatch.setattr(registry, "_scanned", None)
+    for _ in range(3):
+        assert "bm25" in registry.retrievers.names() and "convex" in registry.fusers.names()
+    assert len(scans) == 1
+    monkeypatch.syspath_prepend(str(tmp_path))  # a folder more on sys.path
+    assert "later" not in registry.fusers.names() and len(scans) == 2
+    _fake_distribution(tmp_path, "later", "[dapr.fusers]\nlater = later_module:Later\n")
+    assert "later" in registry.fusers.names() and len(scans) == 3  # installed into it
