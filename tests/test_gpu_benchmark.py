@@ -21,7 +21,7 @@ def test_the_gpu_benchmark_runs_small_on_a_cpu(tmp_path):
     sections = {row["section"] for row in result["rows"]}
     assert sections == {"encode", "search", "training", "rerank", "determinism"}
     checks = [row for row in result["rows"] if row["unit"] == "bool"]
-    assert len(checks) == 4 and all(row["dapr"] == 1.0 for row in checks)
+    assert len(checks) == 5 and all(row["dapr"] == 1.0 for row in checks)
     assert all(row["dapr"] > 0 for row in result["rows"])
     search = [row for row in result["rows"] if "dapr's CPU path" in row["measure"]]
     assert "runs identical: True" in search[0]["note"]

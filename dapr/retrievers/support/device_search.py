@@ -29,7 +29,9 @@ _MIN_BLOCK = 4096
 """The fewest rows scored at once before the query batch is made smaller instead."""
 
 _RESCORE_BYTES = 256 << 20
-"""Float64 candidate rows rescored at once on a device."""
+"""Float64 candidate rows rescored at once on a device, at most: a sixth of what the resident
+rows leave of the budget (the temporaries of the exact similarities take about four times
+the rows)."""
 
 
 def device_memory(device: torch.device) -> int:
@@ -101,12 +103,15 @@ class DeviceIndex:
                 yield lo, shard[lo - offset : hi - offset]
             offset += len(shard)
 
+    def free(self, part: Part) -> int:
+        """What ``part``'s resident rows leave of its device's budget (at least 1 MiB)."""
+        held = 0 if part.rows is None else 4 * (part.stop - part.start) * (self.dim + 1)
+        return max(self.budget[self.parts.index(part)] - held, 1 << 20)
+
     def workspace(self, part: Part, queries: int) -> tuple[int, int]:
         """The queries and rows scored at once on ``part``'s device: their float32 scores (and
         ``topk``'s temporaries, as much again) fit what its resident rows leave of the budget."""
-        budget = self.budget[self.parts.index(part)]
-        held = 0 if part.rows is None else 4 * (part.stop - part.start) * (self.dim + 1)
-        free = max(budget - held, 1 << 20)
+        free = self.free(part)
         if part.rows is None:  # a streamed block is uploaded as well
             free //= 2
         batch = max(1, min(queries, self.query_batch, free // (8 * _MIN_BLOCK)))
@@ -281,7 +286,8 @@ def _rescore(index: DeviceIndex, vectors: torch.Tensor, codes: np.ndarray) -> np
     device = index.parts[0].device
     resident = all(part.rows is not None for part in index.parts)
     out = np.empty(codes.shape, dtype=np.float64)
-    step = max(1, _RESCORE_BYTES // (8 * max(1, codes.shape[1]) * max(1, index.dim)))
+    chunk = min(_RESCORE_BYTES, index.free(index.parts[0]) // 6)
+    step = max(1, chunk // (8 * max(1, codes.shape[1]) * max(1, index.dim)))
     similarity = EXACT[index.similarity]
     for start in range(0, len(codes), step):
         group = codes[start : start + step]
