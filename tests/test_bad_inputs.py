@@ -809,6 +809,20 @@ def rerank_unknown_precision(kit: Kit) -> Bad:
 
 
 @case
+def dense_unknown_batching(kit: Kit) -> Bad:
+    retrievers = {**BASE["retrievers"], "dense": {"name": "dense", "args": {"batching": "sorted"}}}
+    path = kit.experiment(retrievers=retrievers)
+    return Bad(kit.run(path), ("bad.yaml", "retrievers.dense", "'sorted'"), "auto, exact, padded")
+
+
+@case
+def dense_search_memory_not_a_share(kit: Kit) -> Bad:
+    retrievers = {**BASE["retrievers"], "dense": {"name": "dense", "args": {"search_memory": 2}}}
+    path = kit.experiment(retrievers=retrievers)
+    return Bad(kit.run(path), ("bad.yaml", "retrievers.dense", "search_memory"), "(0, 1]")
+
+
+@case
 def training_unknown_precision(kit: Kit) -> Bad:
     path = kit.experiment(train={"de": {"split": "test", "args": {"precision": "fp8"}}})
     return Bad(["train", str(path)], ("bad.yaml", "train.de.args", "'fp8'"), "auto, fp32, bf16")

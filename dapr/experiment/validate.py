@@ -205,8 +205,8 @@ def _retriever(
         lambda: with_preset(spec["name"], factory, spec.get("args", {}), level),
     )
     check_args(factory, args, path, f"{where}.args")
-    if first_stage is not None:  # a reranker checks its settings at once (loads its model later)
-        wrapped(path, f"{where}.args", lambda: factory(**args))
+    # every retriever checks its settings at once (models load later, when it indexes)
+    wrapped(path, f"{where}.args", lambda: factory(**args))
     steps = context_steps(spec.get("contextualizer"), path, f"{where}.contextualizer")
     if steps and level == "document":
         raise ConfigError(

@@ -83,6 +83,13 @@ class Dense:
     (``torch``, ``onnx``, ``openvino``) and ``quantize`` (``int8`` for onnx, ``bf16`` for
     openvino) run the model on another CPU runtime (:mod:`~dapr.retrievers.support.backends`):
     faster, slightly different.
+
+    On CUDA, search runs on the GPU (``search_device``: ``cpu``, a device or a list of them;
+    ``search_memory``: the share of each GPU's memory it may use; see
+    :mod:`~dapr.retrievers.support.device_search`) with the CPU path's results, and documents
+    are encoded with the padded batch plan (``batching``: ``auto``, ``exact`` or ``padded``; see
+    :func:`~dapr.retrievers.support.batches.encode_padded`), whose batch and shard sizes then
+    key the index. ``precision`` (``fp32``, ``bf16``, ``fp16``) converts the model's weights.
     """
 
     version = "3"
@@ -121,8 +128,11 @@ class Dense:
         check(precision, "dense")
         if precision != "fp32" and backend != "torch":
             raise DaprError(f"precision {precision}: for backend torch; {backend} has quantize")
-        if not 0 < search_memory <= 1:
-            raise DaprError(f"search_memory: {search_memory} is not a share in (0, 1]")
+        if not isinstance(search_memory, int | float) or not 0 < search_memory <= 1:
+            raise DaprError(
+                f"search_memory {search_memory!r}: give the share of each GPU's memory exact "
+                "search may use, in (0, 1] (default 0.5)"
+            )
         if backend != "torch" and pooling is not None:
             raise DaprError(f"backend {backend}: give a sentence-transformers model, not pooling")
         self.query_name = query_model or model
