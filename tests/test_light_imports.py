@@ -23,7 +23,8 @@ def test_retriever_classes_load_without_torch():
 
 def test_bm25_indexes_and_searches_without_the_libraries_bm25s_would_import():
     """bm25s imports jax (starting it on a GPU), numba and scipy when they are installed; BM25
-    uses none of them, so they stay out, and one already imported is left in place."""
+    uses none of them, so they stay out (scoring given candidates loads no torch either), and
+    one already imported is left in place."""
     code = (
         "import sys, tempfile\n"
         "from pathlib import Path\n"
@@ -31,7 +32,9 @@ def test_bm25_indexes_and_searches_without_the_libraries_bm25s_would_import():
         "bm25 = BM25()\n"
         "with tempfile.TemporaryDirectory() as folder:\n"
         "    bm25.index([('a', 'the cat sat'), ('b', 'dogs ran')], Path(folder) / 'index')\n"
-        "    assert list(bm25.search({'q': 'cats'}, 10).to_dict()['q']) == ['a']\n"
+        "    run = bm25.search({'q': 'cats'}, 10)\n"
+        "    assert list(run.to_dict()['q']) == ['a']\n"
+        "    assert bm25.score({'q': 'cats'}, run).to_dict() == run.to_dict()  # scoped\n"
         "heavy = ('jax', 'numba', 'scipy', 'torch')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
     )

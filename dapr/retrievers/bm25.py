@@ -334,7 +334,7 @@ class BM25:
             return lucene_scores(self._lucene, queries, candidates)
         if self._model is None or self._ids is None:
             raise RuntimeError("BM25.score called before index() or load()")
-        from dapr.retrievers.support.exact import candidate_rows
+        from dapr.retrievers.support.index_rows import candidate_rows
 
         qids, rows = candidate_rows(queries, candidates, self._ids)
         texts = [queries[q] for q, found in zip(qids, rows) if len(found)]

@@ -5,15 +5,16 @@ best ``k`` items per query seen so far and merges each scored block into them, s
 ``queries x (k + block)`` whatever the corpus size.
 
 A retriever's ``score`` (ranking given candidates, as hierarchical retrieval does within the top
-documents) reads only the candidates' rows: :func:`candidate_rows` maps candidate ids to rows of
-the index, :func:`score_candidates` reads the union of those rows piece by piece (see
-:func:`shard_pieces`) and scores each query against its own candidates only.
+documents) reads only the candidates' rows: ``candidate_rows`` maps candidate ids to rows of the
+index, :func:`score_candidates` reads the union of those rows piece by piece (``shard_pieces``;
+both in :mod:`~dapr.retrievers.support.index_rows`, which needs no torch) and scores each query
+against its own candidates only.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
@@ -22,8 +23,10 @@ import numpy as np
 import torch
 
 from dapr.data import Run
-from dapr.ids import IdIndex
 from dapr.retrievers.support.cores import cores
+from dapr.retrievers.support.index_rows import candidate_rows, shard_pieces
+
+__all__ = ["TopK", "candidate_rows", "score_candidates", "shard_pieces", "use_all_cores"]
 
 
 def use_all_cores() -> None:
@@ -117,43 +120,6 @@ def _keys(scores: torch.Tensor, ranks: torch.Tensor) -> torch.Tensor:
 _PASS_CANDIDATES = 1 << 22
 """Candidate (query, item) pairs placed in one pass over the index: bounds the bookkeeping
 arrays (about 40 bytes a pair) whatever the size of the candidate run."""
-
-
-def candidate_rows(
-    queries: Mapping[str, str], candidates: Run, ids: np.ndarray
-) -> tuple[list[str], list[np.ndarray]]:
-    """The queries of ``candidates`` that ``queries`` has, in the run's order, and for each the
-    rows in ``ids`` (the index's item ids, in index order) of its candidate items, ascending and
-    each once. Candidates that are not in the index are left out."""
-    if candidates.vocab is ids or np.array_equal(candidates.vocab, ids):
-        row_of_code = np.arange(len(ids), dtype=np.int64)
-    else:
-        row_of_code = IdIndex(ids).locate(candidates.vocab)
-    bounds = candidates.offsets.tolist()
-    qids: list[str] = []
-    rows: list[np.ndarray] = []
-    for q, qid in enumerate(candidates.queries.tolist()):
-        if qid not in queries:
-            continue
-        found = row_of_code[candidates.items[bounds[q] : bounds[q + 1]]]
-        qids.append(qid)
-        rows.append(np.unique(found[found >= 0]))
-    return qids, rows
-
-
-def shard_pieces(
-    rows: np.ndarray, sizes: Sequence[int], block_size: int
-) -> Iterator[tuple[int, int, int, np.ndarray]]:
-    """Ascending global ``rows`` of shards of ``sizes`` rows (taken as one matrix) in pieces
-    that lie in one shard and hold at most ``block_size`` rows: ``(lo, hi, shard, local)``,
-    where ``rows[lo:hi]`` are rows ``local`` of shard ``shard``."""
-    bounds = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=bounds[1:])
-    cuts = np.searchsorted(rows, bounds).tolist()
-    for shard in range(len(sizes)):
-        for lo in range(cuts[shard], cuts[shard + 1], block_size):
-            hi = min(lo + block_size, cuts[shard + 1])
-            yield lo, hi, shard, rows[lo:hi] - bounds[shard]
 
 
 def score_candidates(
