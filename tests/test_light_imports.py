@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,23 @@ def test_retriever_classes_load_without_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.skipif(
+    any(Path(p).exists() for p in ("/proc/driver/nvidia/version", "/dev/kfd")),
+    reason="a GPU driver is present: the plan's choice asks torch",
+)
+def test_a_dense_cache_key_is_made_without_torch_on_a_machine_without_a_gpu():
+    """The batch plan (part of the key on a GPU) is chosen without loading torch where no GPU
+    driver is present, so a run whose dense steps are cached never loads it."""
+    code = (
+        "import sys\n"
+        "from dapr.retrievers.dense import Dense\n"
+        "identity = Dense().identity()\n"
+        "print('batching' in identity, 'torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False False"
 
 
 def test_bm25_indexes_and_searches_without_the_libraries_bm25s_would_import():
