@@ -48,8 +48,8 @@ def split_of(query_id: str, dev_share: float) -> str:
     return "dev" if int.from_bytes(digest[:8], "big") < dev_share * 2**64 else "test"
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    """The parsed file, or a one-line :class:`DataError` saying why not."""
+def read_json(path: Path, needs: str = _NEEDS) -> dict[str, Any]:
+    """The parsed file, or a one-line :class:`DataError` saying why not (and ``needs``)."""
     if path.is_dir():
         raise DataError(f"{path}: is a directory; give the SQuAD-format JSON file itself")
     try:
@@ -61,9 +61,9 @@ def read_json(path: Path) -> dict[str, Any]:
         raise DataError(f"{path}: not UTF-8 text; save the file as UTF-8") from None
     except json.JSONDecodeError as e:
         raise DataError(
-            f"{path}:{e.lineno}: invalid JSON ({e.msg} at column {e.colno}); {_NEEDS}"
+            f"{path}:{e.lineno}: invalid JSON ({e.msg} at column {e.colno}); {needs}"
         ) from None
-    return check_type(data, dict, str(path), "top level", _NEEDS)
+    return check_type(data, dict, str(path), "top level", needs)
 
 
 @dataclass

@@ -730,6 +730,36 @@ def build_unknown_dataset(kit: Kit) -> Bad:
     return Bad(argv, ("'Nope'",), "choose from")
 
 
+def _covid_qa(kit: Kit, raw: str | None = None, **answer: object) -> list[str]:
+    """``dapr data build COVID-QA`` of a one-article file (``raw``, else one with ``answer``)."""
+    path = kit.tmp / "covid.json"
+    qa = {"id": 7, "question": "Where?", "answers": [answer]}
+    article = {"paragraphs": [{"context": "Title\n\nIn the lung.", "document_id": 1, "qas": [qa]}]}
+    path.write_text(raw or json.dumps({"data": [article]}), encoding="utf-8")
+    return ["data", "build", "COVID-QA", "--source", str(path), "--out", str(kit.tmp / "built")]
+
+
+@case
+def covid_qa_malformed_json(kit: Kit) -> Bad:
+    """COVID-QA: a malformed file"""
+    argv = _covid_qa(kit, '{"data": [\n{"paragraphs": }]}')
+    return Bad(argv, ("covid.json:2", "invalid JSON"), "each context a whole document")
+
+
+@case
+def covid_qa_missing_answer_start(kit: Kit) -> Bad:
+    """COVID-QA: an answer without answer_start"""
+    argv = _covid_qa(kit, text="lung")
+    return Bad(argv, ("covid.json", "qas[0].answers[0]", "'answer_start'"), "answer_start")
+
+
+@case
+def covid_qa_answer_not_in_context(kit: Kit) -> Bad:
+    """COVID-QA: an answer text its context does not hold"""
+    argv = _covid_qa(kit, text="liver", answer_start=7)
+    return Bad(argv, ("covid.json", "answers[0]", '"liver"'), "give the text as the context")
+
+
 @case
 def plot_sweep_without_sweep(kit: Kit) -> Bad:
     results = kit.copy_results()
