@@ -178,3 +178,23 @@ def test_sparse_preset_is_the_papers_splade_at_both_levels():
             "batch_size": 8,
         }
     assert Sparse().query_name == Sparse().document_name == args["model"]
+
+
+def test_the_padded_plan_encodes_what_the_exact_plan_does_and_keys_its_sizes(indexed, tmp_path):
+    retriever, _ = indexed
+    padded = Sparse(model=TINY, batching="padded", batch_size=3)
+    padded.index(ITEMS, tmp_path)
+    assert (
+        padded.search(QUERIES, 5).to_dict().keys() == retriever.search(QUERIES, 5).to_dict().keys()
+    )
+    for qid in QUERIES:  # same ranking; scores to float32 rounding (other batch shapes)
+        got, expected = (
+            padded.search(QUERIES, 5).to_dict()[qid],
+            retriever.search(QUERIES, 5).to_dict()[qid],
+        )
+        assert list(got) == list(expected)
+        assert np.allclose(list(got.values()), list(expected.values()), rtol=1e-4)
+    key = padded.identity()
+    assert (key["batching"], key["batch_size"], key["shard_size"]) == ("padded", 3, 16_384)
+    assert "batching" not in Sparse(model=TINY, device="cpu").identity()
+    assert Sparse(model=TINY, device="cuda:0").identity()["batching"] == "padded"

@@ -28,8 +28,14 @@ from dapr.interfaces import Preset
 from dapr.io.files import write_bytes_atomic
 from dapr.precision import check, check_device, dtype
 from dapr.retrievers.support.backends import backend_identity, check_backend, exported
-from dapr.retrievers.support.batches import encode_padded, encode_unpadded
-from dapr.retrievers.support.encoding import cuda_available, encode_into, gpus
+from dapr.retrievers.support.batches import (
+    BATCHINGS,
+    chosen_plan,
+    encode_padded,
+    encode_unpadded,
+    plan_identity,
+)
+from dapr.retrievers.support.encoding import encode_into, gpus
 from dapr.retrievers.support.presets import paper_fusion
 from dapr.retrievers.support.query_vectors import SHARED
 
@@ -37,10 +43,6 @@ if TYPE_CHECKING:
     import torch
 # search and scoring (support.canonical, support.exact) import torch when first used: a run
 # whose dense steps are all cached never loads it
-
-BATCHINGS = ("auto", "exact", "padded")
-"""Batch plans for documents: ``exact`` (batches of one token length: bit-identical whatever the
-split; the CPU default), ``padded`` (sorted by length, fixed batches: the GPU default)."""
 
 _SHARD = 16_384
 """Items encoded in one call and written to one shard file."""
@@ -181,19 +183,16 @@ class Dense:
         found: dict[str, Any] = {}
         if self.precision != "fp32":
             found["precision"] = self.precision
-        if self._padded():
-            found |= {"batching": "padded", "batch_size": self.batch_size}
-            found["shard_size"] = self.shard_size
-        return found
+        self._padded()
+        return found | plan_identity(self.batching, self.batch_size, self.shard_size)
 
     def _padded(self) -> bool:
         """Whether documents are encoded with the padded (GPU) plan: as ``batching`` says, by
         default when they are encoded on CUDA. Decided once and carried to Ray workers, so a
         cluster encodes with the plan its cache key names."""
         if self.batching == "auto":
-            named = self.device or (self.devices[0] if self.devices else None)
-            on_cuda = str(named).startswith("cuda") if named else cuda_available()
-            self.batching = "padded" if on_cuda and self.backend == "torch" else "exact"
+            chosen = chosen_plan("auto", self.device, self.devices)
+            self.batching = chosen if self.backend == "torch" else "exact"
         return self.batching == "padded"
 
     def _model(self, name: str):

@@ -40,7 +40,13 @@ from dapr.data import Run, id_ranks
 from dapr.errors import DaprError
 from dapr.interfaces import Preset
 from dapr.io.files import write_bytes_atomic
-from dapr.retrievers.support.batches import encode_unpadded
+from dapr.retrievers.support.batches import (
+    BATCHINGS,
+    chosen_plan,
+    encode_padded,
+    encode_unpadded,
+    plan_identity,
+)
 from dapr.retrievers.support.encoding import encode_into
 from dapr.retrievers.support.exact import (
     TopK,
@@ -72,7 +78,9 @@ class Sparse:
     ``query_batch`` (queries per sparse product, at most; the queries are split among the
     cores), ``device``, ``devices`` (a list encodes with one process per device; by default
     every GPU when there are several) and ``shard_size`` (items a shard file holds: the unit of
-    resuming and of Ray encoding) change speed and memory, never the results. Search holds
+    resuming and of Ray encoding) change speed and memory, never the results; on CUDA the
+    padded batch plan (``batching``, as for :class:`~dapr.retrievers.dense.Dense`) makes the
+    batch and shard sizes part of the index's identity. Search holds
     about ``12 * query_batch * block_size`` bytes per core (dense scores, the sparse product
     they come from, the running top ``k``) besides one shard of the index.
     """
@@ -94,7 +102,12 @@ class Sparse:
         device: str | None = None,
         devices: list[str] | None = None,
         shard_size: int = _SHARD,
+        batching: str = "auto",
     ):
+        if batching not in BATCHINGS:
+            raise DaprError(
+                f"retriever 'sparse': batching {batching!r} is not one of: {', '.join(BATCHINGS)}"
+            )
         for name, value in (
             ("shard_size", shard_size),
             ("max_length", max_length),
@@ -113,6 +126,7 @@ class Sparse:
         self.device = device
         self.devices = devices
         self.shard_size = shard_size
+        self.batching = batching
         self._models: dict[str, Any] = {}
         self._shards: list[Path] = []
         self._ids: np.ndarray | None = None
@@ -124,7 +138,13 @@ class Sparse:
             "document_model": self.document_name,
             "document_revision": revision(self.document_name),
             "max_length": self.max_length,
-        }
+        } | plan_identity(self._plan(), self.batch_size, self.shard_size)
+
+    def _plan(self) -> str:
+        """The batch plan documents are encoded with, decided once (``auto``: ``padded`` on
+        CUDA) and carried to Ray workers with the settings."""
+        self.batching = chosen_plan(self.batching, self.device, self.devices)
+        return self.batching
 
     def _model(self, name: str):
         if name not in self._models:
@@ -157,7 +177,8 @@ class Sparse:
         atomically."""
         import scipy.sparse as sp
 
-        vectors = encode_unpadded(
+        encode = encode_padded if self._plan() == "padded" else encode_unpadded
+        vectors = encode(
             self._model(self.document_name),
             [text for _, text in chunk],
             "document",

@@ -87,7 +87,7 @@ def encode_padded(
         lengths = np.array([len(t) for t in texts], dtype=np.int64)
     order = np.argsort(lengths, kind="stable")
     batches = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
-    numpy = not options.get("convert_to_tensor", False)
+    inverse = np.argsort(order)  # each text's place in the sorted order
     pool = options.pop("pool", None)
     if tokens is None or pool is not None or set(options) - _DIRECT:
         encode = model.encode_query if side == "query" else model.encode_document
@@ -102,24 +102,48 @@ def encode_padded(
                 encode([texts[i] for i in b.tolist()], batch_size=len(b), **options)
                 for b in batches
             ]
-        if isinstance(parts[0], np.ndarray):
-            sorted_vectors = torch.from_numpy(np.concatenate(parts))
-        else:
-            sorted_vectors = torch.cat(parts)
-    else:
-        device = model.device
-        sorted_vectors = None
-        with torch.inference_mode():
-            for n, batch in enumerate(batches):
-                features = {k: v.to(device, non_blocking=True) for k, v in tokens.batch(batch)}
-                out = model.forward(features)["sentence_embedding"].float()
-                if sorted_vectors is None:
-                    sorted_vectors = torch.empty((len(texts), out.shape[1]), device=device)
-                sorted_vectors[n * batch_size : n * batch_size + len(batch)] = out
-    assert sorted_vectors is not None
-    inverse = torch.from_numpy(np.argsort(order)).to(sorted_vectors.device)
-    vectors = sorted_vectors.index_select(0, inverse)
-    return vectors.cpu().numpy() if numpy else vectors
+        if isinstance(parts[0], np.ndarray):  # what the model's encode returns, as it returns it
+            return np.concatenate(parts)[inverse]
+        joined = torch.cat(parts)  # dense or sparse
+        return joined.index_select(0, torch.from_numpy(inverse).to(joined.device))
+    device = model.device
+    found = None
+    with torch.inference_mode():
+        for n, batch in enumerate(batches):
+            features = {k: v.to(device, non_blocking=True) for k, v in tokens.batch(batch)}
+            out = model.forward(features)["sentence_embedding"].float()
+            if found is None:
+                found = torch.empty((len(texts), out.shape[1]), device=device)
+            found[n * batch_size : n * batch_size + len(batch)] = out
+    assert found is not None
+    vectors = found.index_select(0, torch.from_numpy(inverse).to(device))
+    return vectors if options.get("convert_to_tensor") else vectors.cpu().numpy()
+
+
+BATCHINGS = ("auto", "exact", "padded")
+"""Batch plans: ``exact`` (batches of one token length, :func:`encode_unpadded`: the same
+embeddings whatever the split; the CPU default), ``padded`` (:func:`encode_padded`: the GPU
+default), ``auto`` (the one for the device that encodes)."""
+
+
+def chosen_plan(batching: str, device: str | None, devices: Sequence[str] | None) -> str:
+    """``batching`` with ``auto`` decided: ``padded`` when texts are encoded on CUDA (the named
+    ``device``, else the first of ``devices``, else whether torch sees a GPU), else ``exact``."""
+    if batching != "auto":
+        return batching
+    from dapr.retrievers.support.encoding import cuda_available
+
+    named = device or (devices[0] if devices else None)
+    return "padded" if (str(named).startswith("cuda") if named else cuda_available()) else "exact"
+
+
+def plan_identity(batching: str, batch_size: int, shard_size: int) -> dict[str, Any]:
+    """What the plan adds to an index's identity: nothing for ``exact`` (its embeddings do not
+    depend on the split), the batch and shard sizes that fix each text's batch for
+    ``padded``."""
+    if batching != "padded":
+        return {}
+    return {"batching": "padded", "batch_size": batch_size, "shard_size": shard_size}
 
 
 _DIRECT = {"convert_to_numpy", "convert_to_tensor", "show_progress_bar"}
