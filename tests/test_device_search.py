@@ -11,7 +11,13 @@ from sentence_transformers.util import cos_sim, dot_score, euclidean_sim, manhat
 from dapr.data import Run
 from dapr.retrievers.dense import Dense
 from dapr.retrievers.support import device_search as gpu
-from dapr.retrievers.support.canonical import EXACT, exact_search, fast_product, tree_sum
+from dapr.retrievers.support.canonical import (
+    EXACT,
+    exact_scores,
+    exact_search,
+    fast_product,
+    tree_sum,
+)
 
 FALLBACK = {"dot": dot_score, "cosine": cos_sim, "euclidean": euclidean_sim}
 FALLBACK["manhattan"] = manhattan_sim
@@ -63,6 +69,20 @@ def test_device_search_is_the_cpu_search(similarity, monkeypatch):
                 assert got == cpu, (similarity, seed, k, devices, memory)
                 if near_ties and k == 10:  # the bound sent some queries back, wider
                     assert len(searches) > 1 and searches[1] < searches[0]
+
+
+@pytest.mark.parametrize("similarity", list(EXACT))
+def test_device_scores_of_given_candidates_are_the_exact_scores(similarity):
+    shards, queries = _corpus(4)
+    every = np.concatenate(shards)
+    rows = [np.array([5, 900, 7, 2299]), np.array([], dtype=np.int64), np.arange(0, 2300, 97)]
+    rows += [np.array([1500])] * 27
+    for memory in (None, 1 << 20):  # resident; streamed, in chunks
+        index = gpu.DeviceIndex(shards, ["cpu", "cpu"], similarity, memory=memory)
+        got = gpu.device_scores(index, queries, rows)
+        for q, found in enumerate(rows):
+            expected = exact_scores(similarity, queries[q], every[found])
+            np.testing.assert_array_equal(got[q], expected)
 
 
 def test_the_workspace_stays_within_the_share():
@@ -117,5 +137,11 @@ def test_dense_search_on_a_device_list_is_the_default_search(tmp_path):
     on_device.load(tmp_path)
     assert on_device.search(queries, 12).to_dict() == expected.to_dict()
     assert on_device._on_devices is not None  # the device path ran
+    # hierarchical retrieval's scoring of given candidates, on the device: the same bits
+    candidates = Run.from_dict({q: dict.fromkeys(["p3", "p7", "p29", "p1"], 0.0) for q in queries})
+    assert (
+        on_device.score(queries, candidates).to_dict()
+        == default.score(queries, candidates).to_dict()
+    )
     # the search device is a speed setting: it changes no cache key
     assert on_device.identity() == default.identity()

@@ -266,17 +266,10 @@ class Dense:
         vectors = self._encode_queries(qids, queries)
         devices = self._search_devices(encoder)
         if devices:
-            from dapr.retrievers.support.device_search import DeviceIndex, device_search
+            from dapr.retrievers.support.device_search import device_search
 
-            if self._on_devices is None or self._on_devices.devices != devices:
-                self._on_devices = DeviceIndex(
-                    self._shards,
-                    devices,
-                    encoder.similarity_fn_name,
-                    self.search_memory,
-                    query_batch=self.query_batch,
-                )
-            items, scores = device_search(self._on_devices, vectors, k, encoder.similarity)
+            index = self._device_index(encoder)
+            items, scores = device_search(index, vectors, k, encoder.similarity)
         else:
             items, scores = exact_search(
                 vectors,
@@ -288,6 +281,21 @@ class Dense:
                 self.query_batch,
             )
         return Run.from_lists(qids, items, scores, self._ids).top(k)
+
+    def _device_index(self, encoder: Any) -> Any:
+        """The index's rows on the search devices, placed once and kept for later calls."""
+        from dapr.retrievers.support.device_search import DeviceIndex
+
+        devices = self._search_devices(encoder)
+        if self._on_devices is None or self._on_devices.devices != devices:
+            self._on_devices = DeviceIndex(
+                self._shards,
+                devices,
+                encoder.similarity_fn_name,
+                self.search_memory,
+                query_batch=self.query_batch,
+            )
+        return self._on_devices
 
     def _search_devices(self, encoder: Any) -> list[torch.device]:
         """The torch devices exact search runs on; none for the CPU path (numpy's BLAS on
@@ -344,8 +352,14 @@ class Dense:
         qids, rows = candidate_rows(queries, candidates, self._ids)
         if not any(len(r) for r in rows):
             return Run.from_lists(qids, rows, [r.astype(np.float64) for r in rows], self._ids)
-        similarity = self._model(self.query_name).similarity_fn_name
+        encoder = self._model(self.query_name)
+        similarity = encoder.similarity_fn_name
         vectors = self._encode_queries(qids, queries)
+        if self._search_devices(encoder):
+            from dapr.retrievers.support.device_search import device_scores
+
+            scores = device_scores(self._device_index(encoder), vectors, rows)
+            return Run.from_lists(qids, rows, scores, self._ids)
         sizes = [len(shard) for shard in self._shards]
 
         def pieces(union: np.ndarray):

@@ -301,6 +301,36 @@ def _rescore(index: DeviceIndex, vectors: torch.Tensor, codes: np.ndarray) -> np
     return out
 
 
+def device_scores(
+    index: DeviceIndex, vectors: torch.Tensor, rows: list[np.ndarray]
+) -> list[np.ndarray]:
+    """Each query's exact scores of its own candidate ``rows`` (global rows of the index), in
+    their order, computed on the first device pair by pair: the bits of
+    :func:`canonical.exact_scores` (hierarchical retrieval's scoring on a GPU)."""
+    device = index.parts[0].device
+    lengths = np.array([len(r) for r in rows], dtype=np.int64)
+    if not lengths.sum():
+        return [np.zeros(0, np.float64) for _ in rows]
+    codes = np.concatenate(rows)
+    owner = np.repeat(np.arange(len(rows)), lengths)
+    resident = all(part.rows is not None for part in index.parts)
+    similarity = EXACT[index.similarity]
+    step = max(1, min(_RESCORE_BYTES, index.free(index.parts[0]) // 6) // (16 * index.dim))
+    on_device = vectors.to(device)
+    flat = np.empty(len(codes), dtype=np.float64)
+    with _ieee_float32():
+        for start in range(0, len(codes), step):
+            group = codes[start : start + step]
+            if resident:
+                items = _gather(index, torch.from_numpy(group), device)
+            else:
+                items = torch.from_numpy(gather_rows(index.shards, group)).to(device)
+            mine = torch.from_numpy(owner[start : start + step]).to(device)
+            exact = similarity(on_device.index_select(0, mine).double(), items.double())
+            flat[start : start + step] = exact.float().double().cpu().numpy()
+    return np.split(flat, np.cumsum(lengths)[:-1])
+
+
 def _gather(index: DeviceIndex, codes: torch.Tensor, device: torch.device) -> torch.Tensor:
     """Rows ``codes`` of the resident parts, in the order given, on ``device``."""
     out = torch.empty((len(codes), index.dim), device=device)
