@@ -188,3 +188,54 @@ def test_prune_waits_for_the_lock_of_an_entry_in_use_and_checks_it_again(cache):
         ("runs", "old"),
         ("runs", "recent"),
     }
+
+
+def test_prune_leaves_no_lock_file_of_what_it_removed(cache, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("mine")
+    os.symlink(outside, cache.root / "runs" / "planted")  # not dapr's: removed, not followed
+    with cache.lock("indexes", "never-written"):  # a lock file whose entry never came
+        pass
+    prune(cache, older_than=timedelta(days=5))
+    assert (outside / "keep.txt").read_text() == "mine"
+    locks = sorted(p.name for p in cache.root.glob("*/.*.lock"))
+    # only entries still there keep a lock file (prune took theirs while checking them)
+    assert all(
+        (p.parent / p.name[1 : -len(".lock")]).exists() for p in cache.root.glob("*/.*.lock")
+    ), locks
+    assert ".planted.lock" not in locks and ".never-written.lock" not in locks
+
+
+def test_a_lock_held_elsewhere_is_not_taken_without_waiting(cache):
+    with cache.lock("runs", "old") as held:
+        assert held
+        with cache.lock("runs", "old", wait=False) as again:
+            assert again is False
+
+
+def test_a_waiter_whose_lock_file_was_removed_locks_the_path_anew(cache):
+    """The holder deletes the lock file before releasing (as prune does): the waiter must not
+    keep a lock on the deleted file while a newcomer locks the path."""
+    import threading
+
+    got = threading.Event()
+    release = threading.Event()
+
+    def waiter() -> None:
+        with cache.lock("runs", "old"):
+            got.set()
+            release.wait(10)
+
+    with cache.lock("runs", "old"):
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        time.sleep(0.3)  # the waiter has opened the lock file and waits on it
+        assert not got.is_set()
+        os.unlink(cache.lock_path("runs", "old"))
+    assert got.wait(10)
+    # the waiter holds the lock of the path as it is now: a newcomer cannot take it
+    with cache.lock("runs", "old", wait=False) as newcomer:
+        assert newcomer is False
+    release.set()
+    thread.join(10)

@@ -113,30 +113,60 @@ class Cache:
         os.rename(scratch, entry)
         fsync(entry.parent)
 
+    def lock_path(self, kind: str, key: str) -> Path:
+        """The file an entry's lock is held on (hidden, beside the entry)."""
+        return self.root / kind / f".{key}.lock"
+
     @contextmanager
-    def lock(self, kind: str, key: str) -> Iterator[None]:
+    def lock(self, kind: str, key: str, wait: bool = True) -> Iterator[bool]:
         """Hold the entry's inter-process lock: a process that computes an entry under it, after
         checking :meth:`has` under it, never duplicates the work of another run sharing the
-        cache. Released when the holder exits, also when it is killed."""
-        path = self.root / kind / f".{key}.lock"
+        cache. Released when the holder exits, also when it is killed. The holder may delete the
+        lock file (prune does, with the entry): a process that was waiting on it then finds its
+        lock on a file no longer at the path and locks the path anew. Without ``wait``, a lock
+        held elsewhere is not waited for: the block runs without it, given False."""
+        path = self.lock_path(kind, key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a+") as handle:
+        while True:
+            handle = path.open("a+")
             try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                holder = handle.read().strip() or "another process"
-                print(
-                    f"dapr: waiting for {kind}/{key}, which {holder} is computing",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                fcntl.flock(handle, fcntl.LOCK_EX)
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    if not wait:
+                        handle.close()
+                        yield False
+                        return
+                    handle.seek(0)
+                    holder = handle.read().strip() or "another process"
+                    print(
+                        f"dapr: waiting for {kind}/{key}, which {holder} is computing",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    fcntl.flock(handle, fcntl.LOCK_EX)
+            except BaseException:
+                handle.close()
+                raise
+            if _still_at(handle, path):
+                break
+            handle.close()  # its holder removed the lock file (prune): lock the path anew
+        with handle:
             handle.seek(0)
             handle.truncate()
             handle.write(f"process {os.getpid()} on {socket.gethostname()}")
             handle.flush()
             try:
-                yield
+                yield True
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _still_at(handle: Any, path: Path) -> bool:
+    """Whether the open file ``handle`` is still the file at ``path``."""
+    try:
+        here = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(handle.fileno())
+    return (mine.st_ino, mine.st_dev) == (here.st_ino, here.st_dev)

@@ -139,6 +139,8 @@ def prune(
             if _exists(path):
                 _remove(path)
                 removed.append(entry)
+            if not _exists(cache.path(entry.kind, key)):
+                _unlock_file(cache, entry.kind, key)
     for entry in entries(cache):
         if not chosen(entry):
             continue
@@ -153,7 +155,28 @@ def prune(
                 if again is not None and chosen(again):
                     _remove(again.path)
                     removed.append(again)
+                    _unlock_file(cache, entry.kind, entry.key)
+    if not dry_run:
+        _orphan_locks(cache)
     return removed
+
+
+def _unlock_file(cache: Cache, kind: str, key: str) -> None:
+    """Delete an entry's lock file while holding its lock (see :meth:`Cache.lock`)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(cache.lock_path(kind, key))
+
+
+def _orphan_locks(cache: Cache) -> None:
+    """Delete the lock files of entries that do not exist, where no one holds the lock."""
+    for folder in _kinds(cache):
+        for lock in folder.glob(".*.lock"):
+            key = lock.name[1 : -len(".lock")]
+            if _exists(cache.path(folder.name, key)) or not lock.is_file() or lock.is_symlink():
+                continue
+            with cache.lock(folder.name, key, wait=False) as held:
+                if held and not _exists(cache.path(folder.name, key)):
+                    _unlock_file(cache, folder.name, key)
 
 
 def summary(entries: Sequence[Entry]) -> str:
