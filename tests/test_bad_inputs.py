@@ -823,6 +823,14 @@ def sampled_negatives_without_a_mining_run(kit: Kit) -> Bad:
 
 
 @case
+def train_source_unknown_dataset(kit: Kit) -> Bad:
+    """a training source names a dataset that does not exist"""
+    sources = [{"split": "test"}, {"dataset": "nowhere", "split": "train"}]
+    path = kit.experiment(train={"de": {"sources": sources}})
+    return Bad(["train", str(path)], ("bad.yaml", "train.de.sources[1].dataset"), "choose from")
+
+
+@case
 def rerank_depth_zero(kit: Kit) -> Bad:
     retrievers = {**BASE["retrievers"], "ce": {"name": "rerank", "first_stage": "bm25"}}
     retrievers["ce"]["args"] = {"model": "trained/ce", "top_k": 0}

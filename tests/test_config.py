@@ -67,7 +67,7 @@ BAD = [
     (
         GOOD.replace("dataset: wiki-sample", "dataset: wiki-smaple"),
         "dataset: 'wiki-smaple' is neither a registered dataset nor a directory; "
-        "choose from: ConditionalQA, DuReader-retrieval,",
+        "choose from: COVID-QA, ConditionalQA, DuReader-retrieval,",
     ),
     ("retrievers: {}\n", "missing key 'dataset'"),
     (

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -151,6 +152,18 @@ def test_train_stores_the_model_and_run_uses_it_by_name(tiny_encoder, tmp_path, 
         (
             ("model: {model}", "model: no-org/no-such-model"),
             "cannot load model 'no-org/no-such-model'",
+        ),
+        (
+            ("negatives: {same_document: 1}", "split: train\n    sources: [{split: train}]"),
+            "give split or sources, not both",
+        ),
+        (
+            ("negatives: {same_document: 1}", "sources: [{split: train, dataset: nowhere}]"),
+            "sources[0].dataset: 'nowhere' is neither a registered dataset",
+        ),
+        (
+            ("negatives: {same_document: 1}", "sources: [{split: train}, {split: nowhere}]"),
+            "sources[1]: dataset 'wiki-sample' has no 'nowhere' split",
         ),
     ],
 )
@@ -471,3 +484,88 @@ def test_a_dual_encoder_trains_on_pseudo_labelled_queries_of_another_split(
         file.write_text(text.replace(*change))
         assert main(["train", str(file)]) == 2
         assert message in capsys.readouterr().err
+
+
+MIXED = """
+name: tiny_mixed
+dataset: COVID-QA
+dataset_args: {{path: {covid}, train_articles: 0.5}}
+train:
+  mixed:
+    model: {model}
+    sources:
+      - {{split: train}}
+      - {{dataset: squad, dataset_args: {{path: {xquad}}}, split: test}}
+    negatives: {{same_document: 1}}
+    args: {{max_steps: 2, batch_size: 8}}
+retrievers:
+  trained: {{name: dense, args: {{model: trained/mixed, pooling: mean}}}}
+"""
+
+
+def test_a_model_trains_on_several_sources_and_its_card_names_them(
+    tiny_encoder, shared_data, tmp_path, capsys
+):
+    from dapr.datasets import load_dataset
+    from dapr.experiment.config import load
+    from dapr.experiment.spec import Experiment, RetrieverSpec
+    from dapr.experiment.train_sources import DOCUMENTS_FILE, overlap_warnings
+
+    covid, xquad = (
+        shared_data / "covid-qa" / "covid-qa.json",
+        shared_data / "xquad" / "xquad.en.json",
+    )
+    file = tmp_path / "mixed.yaml"
+    file.write_text(MIXED.format(model=tiny_encoder, covid=covid, xquad=xquad))
+    assert main(["train", str(file)]) == 0
+    assert "trained/mixed" in capsys.readouterr().out
+    card = trained_card("mixed")
+    covid_qa = load_dataset("COVID-QA", path=covid, train_articles=0.5)
+    squad = load_dataset("squad", path=xquad)
+    rows = [
+        {k: v for k, v in row.items() if k != "dataset_fingerprint"} for row in card["trained_on"]
+    ]
+    assert rows == [
+        {"dataset": "COVID-QA", "split": "train", "queries": 846, "documents": 55},
+        {"dataset": "squad", "split": "test", "queries": 1190, "documents": 48},
+    ]
+    assert card["dataset"] == "COVID-QA + squad" and card["split"] == "train + test"
+    pairs = sum(
+        len(j) for d in (covid_qa.split("train"), squad.split("test")) for j in d.qrels.values()
+    )
+    assert card["examples"] == pairs
+    model = Path(
+        json.loads((Path(os.environ["DAPR_HOME"]) / "trained" / "mixed.json").read_text())["path"]
+    )
+    listed = json.loads((model / DOCUMENTS_FILE).read_text())
+    assert [len(x["documents"]) for x in listed] == [55, 48]
+    assert listed[0]["corpus"] == covid_qa.corpus.fingerprint
+
+    # a split that shares documents with the training data gets one warning line, others none
+    spec = RetrieverSpec("dense", args={"model": "trained/mixed"})
+    experiment = Experiment("x", "COVID-QA", split="train", retrievers={"trained": spec})
+    (line,) = overlap_warnings(experiment, covid_qa, covid_qa.split("train"))
+    assert "model 'trained/mixed' was trained on 55 of the 55 documents" in line
+    assert "(COVID-QA/train)" in line and "\n" not in line
+    assert overlap_warnings(experiment, covid_qa, covid_qa.split("test")) == []
+    whole = load_dataset("COVID-QA", path=covid)  # every article in test
+    (line,) = overlap_warnings(experiment, whole, whole.split("test"))
+    assert "55 of the 98 documents" in line
+    squad_test = replace(experiment, dataset="squad", split="test")
+    assert "48 of the 48" in overlap_warnings(squad_test, squad, squad.split("test"))[0]
+    assert overlap_warnings(load(file), covid_qa, covid_qa.split("test")) == []
+
+
+def test_single_split_training_keeps_its_cache_key_parts(tiny_encoder, tmp_path, monkeypatch):
+    """Without sources: the key is made of the same parts as before mixed sources existed."""
+    from dapr.experiment import training
+
+    seen = []
+    real = training.content_key
+    monkeypatch.setattr(training, "content_key", lambda *parts: seen.append(parts) or real(*parts))
+    file = tmp_path / "training.yaml"
+    file.write_text(EXPERIMENT.format(model=tiny_encoder, steps=2))
+    assert main(["train", str(file)]) == 0
+    (parts,) = [p for p in seen if p[0] == "dual"]
+    assert isinstance(parts[4], str) and parts[5] == "train" and isinstance(parts[6], str)
+    assert parts[7] is not None and parts[10] is None  # the title chain; nothing mined

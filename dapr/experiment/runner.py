@@ -23,6 +23,7 @@ from dapr.experiment.chain import Chain, chain_for
 from dapr.experiment.contextualize import Cost, contextualize_corpus, record_cost, recorded_cost
 from dapr.experiment.progress import Progress
 from dapr.experiment.spec import Experiment, FusionSpec, RetrieverSpec
+from dapr.experiment.train_sources import warn_if_trained_on
 from dapr.experiment.training import train_models
 from dapr.interfaces import (
     BoundedReranker,
@@ -89,6 +90,8 @@ class Runner:
         for done in train_models(exp, self, dataset):  # models the retrievers may use
             outcome.steps.append(Step("train", done["name"], done["status"], done["seconds"]))
             outcome.trained[done["name"]] = {"key": done["key"], **done["card"]}
+        if evaluate is None or evaluate:  # results on this split are reported
+            warn_if_trained_on(exp, dataset, split)
         for system, spec in exp.retrievers.items():
             outcome.runs[system] = self._retrieve(outcome, system, spec, split.queries)
             outcome.levels[system] = spec.level

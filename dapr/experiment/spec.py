@@ -114,6 +114,16 @@ class Resources:
 
 
 @dataclass(frozen=True)
+class TrainSource:
+    """One dataset/split pair whose judgements a model trains on."""
+
+    split: str
+    dataset: str | None = None
+    """A registered dataset or a dataset directory; default: the experiment's own."""
+    dataset_args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class TrainSpec:
     """A model that ``dapr train`` fits on a split's judgements, stored as ``trained/<name>``
     for the experiment's retrievers to use (``model: trained/<name>``)."""
@@ -123,6 +133,11 @@ class TrainSpec:
     kind: str = "dual"
     """``dual`` (a dense retriever's encoder) or ``cross`` (a re-ranker for ``rerank``)."""
     split: str = "train"
+    sources: tuple[TrainSource, ...] = yaml(
+        (list,), "a list of mappings {split, dataset, dataset_args}", ()
+    )
+    """Several dataset/split pairs trained on together, in place of ``split`` (e.g. COVID-QA's
+    train split and XQuAD's questions); negatives are drawn within each source's corpus."""
     min_grade: int = 1
     """The lowest grade that makes a passage a positive (T2Ranking: 2)."""
     contextualizer: tuple[ContextStep, ...] = yaml(

@@ -12,7 +12,6 @@ model has a new content hash, and with it every run that uses it.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import shutil
@@ -26,6 +25,14 @@ from dapr.data import Dataset, Split
 from dapr.errors import ConfigError, DaprError
 from dapr.experiment.chain import chain_for
 from dapr.experiment.spec import Experiment, RetrieverSpec, TrainSpec, check_fields, default
+from dapr.experiment.train_sources import (
+    add_counts,
+    check_sources,
+    describe_source,
+    key_parts,
+    load_sources,
+    write_card,
+)
 from dapr.store.cache import content_key
 
 VERSION = "1"
@@ -99,8 +106,9 @@ def train_spec(name: Any, spec: Any, path: Path, retrievers: dict[str, Retriever
         dual.Settings(**spec.get("args", {}))
     except DaprError as e:
         raise ConfigError(f"{path}: {where}.args: {e}") from None
+    sources = check_sources(spec, path, where)
     spec = {k: v for k, v in spec.items() if k != "contextualizer"}
-    return TrainSpec(**{**spec, "loss": loss})
+    return TrainSpec(**{**spec, "loss": loss, "sources": sources})
 
 
 def _check_denoise(value: Any, negatives: dict, path: Path, where: str) -> None:
@@ -182,20 +190,18 @@ def _train_one(
     from dapr.training.dual import Settings
     from dapr.training.examples import examples
 
-    if spec.split not in dataset.splits:
-        raise DaprError(
-            f"train.{name}: dataset {dataset.name!r} has no {spec.split!r} split (it has: "
-            f"{', '.join(dataset.splits)}); choose a split with judgements to train on"
-        )
-    split = dataset.split(spec.split)
+    sources = load_sources(name, spec, dataset)
     cross_default = {"learning_rate": 1e-5} if spec.kind == "cross" else {}  # RocketQA's
     settings = Settings(**{**cross_default, **spec.args})
     cache, progress = runner.cache, runner.progress
-    chain = chain_for(spec.contextualizer, dataset) if spec.contextualizer else None
+    chains = [
+        chain_for(spec.contextualizer, d) if spec.contextualizer else None for d, _ in sources
+    ]
     mined_system = spec.negatives.get("mined")
-    mined_run, mined_key = None, None
-    if mined_system is not None:
-        mined_run, mined_key = _run_on(experiment, runner, dataset, mined_system, spec.split)
+    mined = [
+        _run_on(experiment, runner, d, mined_system, s) if mined_system else (None, None)
+        for d, s in sources
+    ]
     denoiser = spec.negatives.get("denoise")
     augmented, augmented_key, augment_queries = None, None, None
     if spec.augment:
@@ -204,15 +210,16 @@ def _train_one(
             experiment, runner, dataset, spec.augment["retriever"], spec.augment.get("split"),
             augment_queries,
         )  # fmt: skip
+    data, splits, hashes, chain_ids, mined_key = key_parts(spec, sources, chains, mined)
     key = content_key(
         spec.kind,
         VERSION,
         spec.model,
         revision(spec.model),
-        dataset.corpus.fingerprint,
-        spec.split,
-        _split_hash(split.queries, split.qrels),
-        chain.identity() if chain else None,
+        data,
+        splits,
+        hashes,
+        chain_ids,
         spec.min_grade,
         spec.negatives,
         mined_key,
@@ -228,24 +235,37 @@ def _train_one(
     with cache.lock("models", key):
         if not cache.valid("models", key):
             status = "computed"
-            texts = dict(runner.passage_texts(dataset, chain, f"train {name}"))
-            denoising = None
-            if denoiser:
-                mined_run, denoising = _denoised(denoiser, mined_run, split, texts)
-            rows = examples(
-                split.queries,
-                split.qrels,
-                texts,
-                dataset.corpus,
-                spec.min_grade,
-                spec.negatives.get("same_document", 0),
-                mined_run,
-                spec.negatives.get("count", 1 if mined_run is not None else 0),
-                settings.seed,
-                spec.negatives.get("sample_from", 0),
-            )
+            rows, denoising, trained_on, texts = [], None, [], None
+            for (source, split_name), chain, (mined_run, _) in zip(sources, chains, mined):
+                split = source.split(split_name)
+                source_texts = dict(runner.passage_texts(source, chain, f"train {name}"))
+                if source is dataset:
+                    texts = source_texts
+                if denoiser:
+                    mined_run, counts = _denoised(denoiser, mined_run, split, source_texts)
+                    denoising = add_counts(denoising, counts)
+                where = f"train.{name}: {source.name}/{split_name}: " if spec.sources else ""
+                try:
+                    rows += examples(
+                        split.queries,
+                        split.qrels,
+                        source_texts,
+                        source.corpus,
+                        spec.min_grade,
+                        spec.negatives.get("same_document", 0),
+                        mined_run,
+                        spec.negatives.get("count", 1 if mined_run is not None else 0),
+                        settings.seed,
+                        spec.negatives.get("sample_from", 0),
+                    )
+                except DaprError as e:
+                    raise DaprError(f"{where}{e}") from None
+                trained_on.append(describe_source(source, split_name, split))
             augmentation = None
             if augmented is not None:
+                if texts is None:  # the augmentation run is over the experiment's corpus
+                    chain = chain_for(spec.contextualizer, dataset) if spec.contextualizer else None
+                    texts = dict(runner.passage_texts(dataset, chain, f"train {name}"))
                 pseudo, augmentation = _pseudo(
                     spec.augment, augmented, augment_queries, texts, rows
                 )
@@ -259,7 +279,7 @@ def _train_one(
                     record["denoising"] = denoising
                 if augmentation is not None:
                     record["augmentation"] = augmentation
-                _card(entry, name, spec, dataset, record)
+                write_card(entry, name, spec, trained_on, record)
                 for old in (entry / "checkpoints").glob("checkpoint-*"):
                     shutil.rmtree(old, ignore_errors=True)
             progress.finished("train", name, since, f"{record['steps']} steps")
@@ -406,28 +426,6 @@ def _fit(
 
     model = sentence_transformer(spec.model, None, None, None)
     return train_dual_encoder(model, rows, entry, spec.loss, settings, log)
-
-
-def _split_hash(queries: dict, qrels: dict) -> str:
-    digest = hashlib.sha256(json.dumps([queries, qrels], sort_keys=True).encode())
-    return digest.hexdigest()[:16]
-
-
-def _card(entry: Path, name: str, spec: TrainSpec, dataset: Dataset, record: dict) -> None:
-    """The model card beside the weights: what it was trained from and on, and how."""
-    card = {
-        "name": f"trained/{name}",
-        "base_model": spec.model,
-        "kind": spec.kind,
-        "dataset": dataset.name,
-        "dataset_fingerprint": dataset.corpus.fingerprint,
-        "split": spec.split,
-        "min_grade": spec.min_grade,
-        "contextualizer": [step.name for step in spec.contextualizer],
-        "negatives": spec.negatives,
-        **record,
-    }
-    (entry / "model" / "dapr_training.json").write_text(json.dumps(card, indent=2))
 
 
 def _point(name: str, path: Path) -> None:
