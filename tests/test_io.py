@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -628,3 +630,42 @@ def test_gzip_rows_read_like_plain_ones_and_truncation_is_named(tmp_path):
     (tmp_path / "cut.jsonl.gz").write_bytes(gzip.compress(plain)[:-6])
     with pytest.raises(DataError, match=r"cut.jsonl.gz: not a complete gzip file"):
         list(jsonl_rows(tmp_path / "cut.jsonl.gz"))
+
+
+def test_two_writers_of_one_directory_swap_it_in_turn(tmp_path, monkeypatch):
+    """Both finish at the same instant (they meet inside the swap unless it is locked): each
+    replaces the directory whole, neither fails, and no lock file is left."""
+    import threading
+
+    from dapr.io import files
+
+    out = tmp_path / "results"
+    meet = threading.Barrier(2)
+    rename = os.rename
+    waited: set[int] = set()
+
+    def meeting_rename(source, target):  # each writer's first rename waits for the other's
+        if threading.get_ident() not in waited:
+            waited.add(threading.get_ident())
+            with contextlib.suppress(threading.BrokenBarrierError):
+                meet.wait(timeout=1)  # unlocked, both have seen no ``out`` by now
+        rename(source, target)
+
+    monkeypatch.setattr(files.os, "rename", meeting_rename)
+    failures = []
+
+    def write(text: str) -> None:
+        try:
+            with files.atomic_directory(out) as scratch:
+                (scratch / "metrics.json").write_text(text)
+        except OSError as error:
+            failures.append(error)
+
+    threads = [threading.Thread(target=write, args=(t,)) for t in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert failures == []
+    assert (out / "metrics.json").read_text() in ("a", "b")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]

@@ -55,13 +55,46 @@ def atomic_directory(
     tmp.mkdir()
     try:
         yield tmp
-        if owned is not None and out.is_dir():
-            _carry_over(out, tmp, owned)
-        fsync(tmp)
-        _swap_in(tmp, out)
+        with sibling_lock(out):  # two writers of one ``out`` swap in turn, never at once
+            if owned is not None and out.is_dir():
+                _carry_over(out, tmp, owned)
+            fsync(tmp)
+            _swap_in(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+@contextmanager
+def sibling_lock(path: Path) -> Iterator[None]:
+    """An inter-process lock on ``path``, held on a hidden file beside it (``.<name>.swap.lock``:
+    not the cache's entry lock) that the holder deletes before releasing: nothing is left
+    behind, and a process that was waiting on the deleted file finds it gone and locks the path
+    anew."""
+    import fcntl
+
+    lock = path.with_name(f".{path.name}.swap.lock")
+    while True:
+        handle = lock.open("a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            mine = os.fstat(handle.fileno())
+            try:
+                here = os.stat(lock)
+            except FileNotFoundError:
+                here = None
+        except BaseException:
+            handle.close()
+            raise
+        if here is not None and (here.st_ino, here.st_dev) == (mine.st_ino, mine.st_dev):
+            break
+        handle.close()
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()
+        handle.close()  # releases the lock
 
 
 def _carry_over(old: Path, new: Path, owned: Callable[[PurePosixPath], bool]) -> None:
