@@ -861,6 +861,12 @@ def dense_search_memory_not_a_share(kit: Kit) -> Bad:
 
 
 @case
+def training_setting_of_the_wrong_type(kit: Kit) -> Bad:
+    path = kit.experiment(train={"de": {"split": "test", "args": {"learning_rate": "abc"}}})
+    return Bad(["train", str(path)], ("bad.yaml", "train.de.args", "'abc'"), "must be a number")
+
+
+@case
 def training_unknown_precision(kit: Kit) -> Bad:
     path = kit.experiment(train={"de": {"split": "test", "args": {"precision": "fp8"}}})
     return Bad(["train", str(path)], ("bad.yaml", "train.de.args", "'fp8'"), "auto, fp32, bf16")

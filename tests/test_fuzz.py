@@ -172,3 +172,47 @@ def test_evaluate_exits_0_or_2(dataset, tmp_path_factory, monkeypatch, lines, le
         code = main(["evaluate", str(path), "--dataset", str(dataset), "--level", level])
     assert code in (0, 2)
     assert "Traceback" not in err.getvalue() and err.getvalue().count("\n") <= 1
+
+
+TRAIN = {
+    "de": {
+        "split": "test",
+        "kind": "dual",
+        "loss": "mnrl",
+        "min_grade": 1,
+        "workers": 1,
+        "negatives": {"same_document": 1, "mined": "bm25", "count": 2},
+        "args": {
+            "epochs": 1.0,
+            "batch_size": 8,
+            "learning_rate": 3e-5,
+            "warmup_ratio": 0.1,
+            "max_steps": 2,
+            "seed": 0,
+            "mini_batch_size": 4,
+            "save_steps": 10,
+            "max_length": 64,
+            "precision": "auto",
+        },
+    }
+}
+
+
+@FUZZ
+@given(data=st.data())
+def test_mutated_train_entries_validate_or_say_why(dataset, tmp_path_factory, data):
+    raw = json.loads(json.dumps({**BASE, "dataset": str(dataset), "train": TRAIN}))
+    places = [p for p in _paths(raw) if p[0] == "train"]
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(places))
+        with contextlib.suppress(KeyError, TypeError):
+            if data.draw(st.booleans()):
+                _set(raw, path, data.draw(values))
+            else:
+                _drop(raw, path)
+    file = tmp_path_factory.mktemp("exp") / "exp.yaml"
+    file.write_text(yaml.safe_dump(raw, allow_unicode=True))
+    try:
+        load(file)
+    except DaprError as error:
+        assert "\n" not in str(error) and str(error).startswith(str(file))

@@ -15,7 +15,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,8 @@ class Settings:
     precision: str = "auto"
 
     def __post_init__(self) -> None:
+        for field in fields(self):  # the types first: the checks below compare numbers
+            _check_type(field.name, getattr(self, field.name), str(field.type))
         check_precision(self.precision, "training", ("auto", *PRECISIONS))
         for name in ("batch_size", "mini_batch_size", "save_steps"):
             if getattr(self, name) < 1:
@@ -92,6 +94,25 @@ class Settings:
             "bf16": used == "bf16",
             "fp16": used == "fp16",
         }
+
+
+_TYPES = {
+    "int": ((int,), "an integer"),
+    "float": ((int, float), "a number"),
+    "str": ((str,), "a string"),
+}
+"""What a setting annotated with each type accepts (booleans never), and how to say it."""
+
+
+def _check_type(name: str, value: Any, annotation: str) -> None:
+    """A one-line DaprError unless ``value`` fits ``annotation`` (``int``, ``float``, ``str``,
+    each optionally ``| None``)."""
+    base, optional = annotation.removesuffix(" | None"), annotation.endswith(" | None")
+    if value is None and optional:
+        return
+    accepted, kind = _TYPES[base]
+    if isinstance(value, bool) or not isinstance(value, accepted):
+        raise DaprError(f"training: {name} must be {kind}, got {value!r}")
 
 
 def columns(rows: Sequence[Example]) -> dict[str, list[str]]:
