@@ -176,3 +176,65 @@ def test_concurrent_runs_sharing_a_cache_compute_each_step_once(setup, tmp_path)
         for out in ("first", "second")
     ]
     assert sorted(c["computed"] for c in contextualized) == [0, DOCUMENTS]
+
+
+@pytest.mark.parametrize(
+    ("name", "moment", "status"),
+    [("SIGTERM", "mid-contextualize", 143), ("SIGINT", "mid-encoding", 130)],
+)
+def test_a_signalled_run_stops_in_time_and_resumes(setup, tmp_path, name, moment, status):
+    """A scheduler's SIGTERM (or a Ctrl-C) stops the run within the grace period with one line
+    saying how to resume; the cache stays consistent and the rerun gives the same files."""
+    root, experiments = setup
+    which = "dense" if moment == "mid-encoding" else "plain"
+    home = tmp_path / "home"
+    process = _start(experiments[which], tmp_path / "out", home)
+    deadline = time.monotonic() + 120
+    while not MOMENTS[moment](home):
+        assert process.poll() is None, f"the run ended before {moment}"
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    finished = _complete(home)
+    sent = time.monotonic()
+    process.send_signal(getattr(signal, name))
+    _, stderr = process.communicate(timeout=30)
+    assert time.monotonic() - sent < 10  # the default grace
+    assert process.returncode == status, stderr
+    assert stderr.strip().splitlines()[-1] == (
+        f"dapr: {'terminated' if name == 'SIGTERM' else 'interrupted'} ({name}); finished steps "
+        "are cached, rerun the same command to resume"
+    )
+    assert not (tmp_path / "out").exists()  # no partial results
+    env = {**os.environ, "DAPR_HOME": str(home)}
+    verify = [sys.executable, "-m", "dapr.cli", "cache", "verify"]
+    assert subprocess.run(verify, env=env, capture_output=True, check=False).returncode == 0
+    _finish(experiments[which], tmp_path / "out", home)
+    assert _outputs(tmp_path / "out") == _outputs(root / f"reference-{which}")
+    after = _complete(home)
+    assert all(after[entry] == written for entry, written in finished.items())
+
+
+def test_a_run_stuck_past_the_grace_period_exits_anyway():
+    """SIGTERM while a long call holds the main thread: the process exits once the grace
+    period (here half a second) is over, with status 143 and one line."""
+    code = (
+        "import os, signal, time\n"
+        "from dapr.cli import Terminated, _terminate_gracefully\n"
+        "with _terminate_gracefully():\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        time.sleep(5)\n"
+        "    except Terminated:\n"
+        "        time.sleep(5)  # does not stop in time\n"
+        "print('not reached')\n"
+    )
+    env = {**os.environ, "DAPR_GRACE_SECONDS": "0.5"}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert time.monotonic() - started < 4
+    assert done.returncode == 143 and "not reached" not in done.stdout
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith("dapr: terminated (SIGTERM), past the grace period")
+    )

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 
 from dapr.cli import cache, contextualize, data, evaluate, plugins, results, run, runs, train
 from dapr.errors import DaprError, os_error
@@ -13,27 +17,71 @@ GROUPS = (run, train, data, contextualize, results, runs, evaluate, cache, plugi
 """In the order ``dapr --help`` lists them."""
 
 
+GRACE = 10.0
+"""Seconds dapr has, after SIGTERM, to stop at a safe point before it exits regardless
+(``DAPR_GRACE_SECONDS`` overrides; Slurm sends SIGKILL 30 s after SIGTERM by default)."""
+
+RESUME = "finished steps are cached, rerun the same command to resume"
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived (a scheduler preempting the job): unwinds like KeyboardInterrupt, so
+    locks are released and temporaries removed on the way out."""
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    with _terminate_gracefully():
+        try:
+            return args.handler(args)
+        except DaprError as error:
+            print(f"dapr: error: {error}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(f"dapr: interrupted (SIGINT); {RESUME}", file=sys.stderr)
+            return 130
+        except Terminated:
+            print(f"dapr: terminated (SIGTERM); {RESUME}", file=sys.stderr, flush=True)
+            return 143
+        except BrokenPipeError:  # e.g. dapr plugins | head: the reader left
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            print(
+                "dapr: error: standard output was closed before dapr finished writing (e.g. by "
+                "| head); files it writes are complete, rerun without the pipe to see all output",
+                file=sys.stderr,
+            )
+            return 2
+        except OSError as error:  # the file system refused: permissions, a full disk, a file
+            print(f"dapr: error: {os_error(error)}", file=sys.stderr)
+            return 2
+
+
+@contextlib.contextmanager
+def _terminate_gracefully() -> Iterator[None]:
+    """Meanwhile SIGTERM raises :class:`Terminated` in the main thread, and a process that has
+    not stopped :data:`GRACE` seconds later (a long call in a C library) exits at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        grace = float(os.environ.get("DAPR_GRACE_SECONDS") or GRACE)
+        timer = threading.Timer(grace, _exit_now)
+        timer.daemon = True
+        timer.start()
+        raise Terminated
+
+    before = signal.signal(signal.SIGTERM, terminate)
     try:
-        return args.handler(args)
-    except DaprError as error:
-        print(f"dapr: error: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("dapr: interrupted; finished steps are cached, rerun to resume", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # e.g. dapr plugins | head: the reader left
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        print(
-            "dapr: error: standard output was closed before dapr finished writing (e.g. by "
-            "| head); files it writes are complete, rerun without the pipe to see all output",
-            file=sys.stderr,
-        )
-        return 2
-    except OSError as error:  # the file system refused: permissions, a full disk, a file
-        print(f"dapr: error: {os_error(error)}", file=sys.stderr)
-        return 2
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _exit_now() -> None:
+    print(f"dapr: terminated (SIGTERM), past the grace period; {RESUME}", file=sys.stderr)
+    sys.stderr.flush()
+    os._exit(143)
 
 
 def parser() -> argparse.ArgumentParser:
