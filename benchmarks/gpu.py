@@ -312,12 +312,13 @@ def training(
         model.save(str(work / "bare-model"))
         outcome["bare"] = min(outcome.get("bare", np.inf), time.perf_counter() - started)
 
-    for _ in range(max(2, repeats)):  # the first of each pays for warming up
+    rounds = max(2, repeats) if repeats > 1 else 1  # the first of each pays for warming up
+    for _ in range(rounds):
         ours(), bare()
     used = outcome["record"]["precision"]
     row("training", f"dual encoder, {steps} steps of 32 ({used}) vs SentenceTransformerTrainer",
         steps / outcome["dapr"], steps / outcome["bare"], "steps/s",
-        f"best of {max(2, repeats)}; both save the model")  # fmt: skip
+        f"best of {rounds}; both save the model")  # fmt: skip
 
 
 def reranking(cross_path: Path, texts: list[str], device: str, count: int, repeats: int) -> None:
