@@ -239,3 +239,31 @@ def test_a_waiter_whose_lock_file_was_removed_locks_the_path_anew(cache):
         assert newcomer is False
     release.set()
     thread.join(10)
+
+
+def test_a_lock_is_never_taken_from_a_living_holder_and_freed_by_its_death(cache):
+    """Another process holds runs/old's lock: it is not taken while that process lives (however
+    long), and is free the moment the process is SIGKILLed, which could not release it."""
+    code = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from dapr.store.cache import Cache\n"
+        "with Cache(Path(sys.argv[1])).lock('runs', 'old'):\n"
+        "    print('held', flush=True)\n"
+        "    time.sleep(600)\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(cache.root)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for _ in range(3):  # a living holder keeps it, also when it does nothing for a while
+            with cache.lock("runs", "old", wait=False) as taken:
+                assert taken is False
+            time.sleep(0.2)
+        holder.kill()  # SIGKILL
+        holder.wait(10)
+        with cache.lock("runs", "old", wait=False) as taken:
+            assert taken is True
+    finally:
+        holder.kill()
