@@ -89,6 +89,7 @@ def test_a_job_whose_worker_dies_is_retried(local_ray, wiki_slice, tmp_path):
 
     [done] = run_jobs(jobs, Cache(tmp_path / "cache"), use_ray=True, job=crash_once)
     assert marker.exists() and done.system == "bm25-a" and done.computed
+    assert len(done.retried) == 1 and done.retried[0].startswith("WorkerCrashedError: ")
 
 
 def test_dapr_run_with_ray_prints_the_jobs_and_the_results(

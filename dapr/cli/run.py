@@ -138,6 +138,8 @@ def _run_jobs(experiments: list, ray_address: str | None) -> list[list]:
         where = done.placement
         if where is not None and where.gpus:
             what = f"gpu {','.join(where.gpus)} ({where.device})  {what}"
+        if done.retried:
+            what += f"  (attempt {len(done.retried) + 1}: {done.retried[-1].split(':')[0]})"
         print(
             f"  job {done.system:<20} {done.host}:{done.pid:<7} "
             f"{done.started - started:6.1f}s .. {done.finished - started:6.1f}s  {what}"

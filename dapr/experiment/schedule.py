@@ -5,8 +5,9 @@ driver from the cached runs.
 
 Without Ray the same jobs run one after another in this process. With Ray each job is a task
 that asks for ``resources.gpus_per_job`` GPUs and ``resources.cpus_per_job`` CPUs, writes into
-the shared cache (``$DAPR_HOME``: a shared file system on a cluster) and is retried when its
-worker dies. Jobs that compute the same cache entry wait on that entry's lock, so nothing is
+the shared cache (``$DAPR_HOME``: a shared file system on a cluster) and is started again when its
+worker or its whole node dies (see :func:`run_jobs`: each retry is reported with its reason).
+Jobs that compute the same cache entry wait on that entry's lock, so nothing is
 computed twice even across concurrent runs. With ``resources.actors`` a job spreads its corpus
 work over that many Ray actors: it hands the shards of a dense or sparse index to Ray Data
 actors and the documents it contextualizes to chain actors (see :func:`actors`).
@@ -16,17 +17,19 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from dapr.experiment.spec import Experiment
 from dapr.ray_actors import Actors, Placement, on_actors, placement, start_ray
 from dapr.store.cache import Cache, content_key
 
 RETRIES = 3
-"""How often a job whose worker died is started again."""
+"""How often a job whose worker or node died is started again."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,8 @@ class Done:
     """The steps it computed (``kind system``); the rest it found cached."""
     placement: Placement | None = None
     """The GPUs Ray gave it and the device it computed on."""
+    retried: tuple[str, ...] = ()
+    """Why each earlier attempt failed (its worker or node died), oldest first."""
 
 
 def plan(experiments: Sequence[Experiment]) -> list[Job]:
@@ -132,15 +137,58 @@ def run_jobs(
     # tasks declared with GPUs but options() cannot): a worker kept for a later job would hold
     # the GPU memory torch cached and the CUDA devices torch started with
     remotes = {
-        False: ray.remote(max_retries=RETRIES)(job),
-        True: ray.remote(max_retries=RETRIES, max_calls=1)(job),
+        False: ray.remote(max_retries=0)(job),
+        True: ray.remote(max_retries=0, max_calls=1)(job),
     }
-    refs: dict[str, object] = {}
-    for j in jobs:
+    keys = {j.key for j in jobs}
+    finished: dict[str, Done] = {}
+    failures: dict[str, list[str]] = {j.key: [] for j in jobs}
+    running: dict[object, Job] = {}
+
+    def submit(j: Job) -> None:
         resources = j.experiment.resources
         gpus = resources.get("gpus_per_job", 0)
         task = remotes[gpus > 0].options(num_cpus=resources.get("cpus_per_job", 1), num_gpus=gpus)
-        # a reranker's task waits for its first stage: Ray resolves the reference first
-        wait_for = [refs[j.after]] if j.after in refs else []
-        refs[j.key] = task.remote(j, str(cache.root), *wait_for)
-    return ray.get(list(refs.values()))
+        after = [finished[j.after]] if j.after in finished else []
+        running[task.remote(j, str(cache.root), *after)] = j
+
+    # the driver retries, not Ray, so that it can say which job it started again and why; a
+    # reranker starts once its first stage finished
+    waiting = list(jobs)
+    while waiting or running:
+        for j in [j for j in waiting if j.after not in keys or j.after in finished]:
+            waiting.remove(j)
+            submit(j)
+        [ref], _ = ray.wait(list(running), num_returns=1)
+        j = running.pop(ref)
+        try:
+            finished[j.key] = ray.get(ref)
+        except _lost(ray) as error:
+            reason = f"{type(error).__name__}: {_first_sentences(str(error))}"
+            failures[j.key].append(reason)
+            if len(failures[j.key]) > RETRIES:
+                raise
+            print(
+                f"dapr: job {j.system} ({j.key}) failed on attempt {len(failures[j.key])} of "
+                f"{RETRIES + 1} ({reason}); starting it again",
+                file=sys.stderr,
+                flush=True,
+            )
+            submit(j)
+    return [replace(finished[j.key], retried=tuple(failures[j.key])) for j in jobs]
+
+
+def _lost(ray: Any) -> tuple[type[BaseException], ...]:
+    """The errors of a job lost with its worker process or its node (not of the job itself)."""
+    errors = ray.exceptions
+    return (
+        errors.WorkerCrashedError,
+        errors.NodeDiedError,
+        errors.LocalRayletDiedError,
+        errors.OutOfMemoryError,
+    )
+
+
+def _first_sentences(text: str, count: int = 2) -> str:
+    """The first ``count`` sentences of Ray's error message (the rest is advice), on one line."""
+    return ". ".join(" ".join(text.split()).split(". ")[:count]).rstrip(".") + "."
