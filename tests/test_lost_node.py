@@ -48,10 +48,11 @@ class Hold:
         return True
 hold = Hold.remote()
 ray.get(hold.ready.remote())
-print("holding", flush=True)
+open(sys.argv[2], "w").close()
 sys.stdin.read()
 """
-"""Holds the head's 2 CPUs (the only node when it starts) until its stdin closes."""
+"""Holds the head's 2 CPUs (the only node when it starts), says so by creating the file
+``argv[2]``, and lets go when its stdin closes."""
 
 
 def _wait(condition: Callable[[], object], what: str, seconds: float = 120) -> None:
@@ -143,9 +144,9 @@ def test_a_lost_worker_node_is_survived_on_the_head(wiki_slice, tmp_path):
         "DAPR_HOME": str(tmp_path / "home"),
         "DAPR_TEST_GATE": str(gate),
         "PYTHONPATH": os.pathsep.join([str(_distribution(tmp_path / "plugin")), str(HERE)]),
-        # the head declares a node dead after 3 missed health checks a second apart
+        # the head declares a node dead after 5 missed health checks a second apart
         "RAY_health_check_period_ms": "1000",
-        "RAY_health_check_failure_threshold": "3",
+        "RAY_health_check_failure_threshold": "5",
     }
     dapr = [BIN / "dapr"]
     port = _free_port()
@@ -156,17 +157,18 @@ def test_a_lost_worker_node_is_survived_on_the_head(wiki_slice, tmp_path):
                   env)
         )  # fmt: skip
         # the head's CPUs are taken before the worker node joins: the jobs start on the worker
+        holding = tmp_path / "holding"
         holder = stack.enter_context(
             subprocess.Popen(
-                [sys.executable, "-c", HOLD, address],
+                [sys.executable, "-c", HOLD, address, holding],
                 stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
                 text=True,
                 env=env,
             )  # fmt: skip
         )
         stack.callback(holder.kill)
-        assert holder.stdout.readline().strip() == "holding"
+        _wait(lambda: holding.exists() or holder.poll() is not None, "holding the head's CPUs")
+        assert holder.poll() is None
         worker, _ = stack.enter_context(_node(["--address", address, "--num-cpus", "2"], env))
         run = stack.enter_context(
             subprocess.Popen(
