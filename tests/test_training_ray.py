@@ -1,11 +1,15 @@
 """Cross-batch negatives on Ray Train: two gloo workers, each scoring its queries against the
 passages of both workers' batches, give the loss of one process over the whole batch (what the
-gradient-cached loss computes on a single device); and a whole training runs on the workers."""
+gradient-cached loss computes on a single device); a whole training runs on the workers, and goes
+on from its last checkpoint when one of them is killed mid-epoch."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -135,3 +139,62 @@ def test_dapr_train_runs_a_train_block_on_ray_workers_with_dense_mined_negatives
     # two workers of 4 examples a step; each example with one dense-mined negative
     assert card["steps"] == 2 and card["negatives_per_example"] == 1
     assert card["negatives"] == {"mined": "dense", "count": 1}
+
+
+RESTARTED = """
+name: ray_restart
+dataset: wiki-sample
+dataset_args: {{train_articles: 0.3}}
+train:
+  restarted:
+    model: {model}
+    workers: 2
+    args: {{max_steps: {steps}, batch_size: 4, save_steps: 2}}
+retrievers:
+  dense: {{name: dense, args: {{model: {model}, pooling: mean}}}}
+"""
+
+
+def _kill_a_worker(models: Path, after: int, killed: list, done: threading.Event) -> None:
+    """Once the training under ``models`` has a complete checkpoint ``after``, SIGKILL the
+    process of its second worker (as its start noted it); its pid goes to ``killed``."""
+    checkpoint = f".*.partial/checkpoints/checkpoint-{after}/trainer_state.json"
+    while not done.wait(0.02):
+        for state in models.glob(checkpoint):
+            starts = state.parents[2] / "workers" / "rank-1.jsonl"
+            pid = json.loads(starts.read_text().splitlines()[-1])["pid"]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+            return
+
+
+def test_a_killed_training_worker_is_restarted_from_the_last_checkpoint(
+    local_ray, tiny_model, dapr_home, tmp_path
+):
+    from tiny_models import trained_card
+
+    from dapr.cli import main
+
+    steps = 40
+    file = tmp_path / "restart.yaml"
+    file.write_text(RESTARTED.format(model=tiny_model, steps=steps))
+    killed: list[int] = []
+    done = threading.Event()
+    models = dapr_home / "cache" / "models"
+    killer = threading.Thread(target=_kill_a_worker, args=(models, 4, killed, done))
+    killer.start()
+    try:
+        assert main(["train", str(file)]) == 0
+    finally:
+        done.set()
+        killer.join(timeout=10)
+    assert killed, "the training finished before a worker could be killed"
+    card = trained_card("restarted")
+    # one restart, from a complete checkpoint at or after the one the kill waited for
+    assert card["workers"] == 2 and card["restarts"] == 1
+    assert card["resumed"] and 4 <= card["resumed_from"] < steps
+    assert card["steps"] == steps  # a complete model
+    entry = Path(json.loads((dapr_home / "trained" / "restarted.json").read_text())["path"])
+    starts = (entry.parent / "workers" / "rank-1.jsonl").read_text().splitlines()
+    pids = [json.loads(line)["pid"] for line in starts]
+    assert len(pids) == 2 and pids[0] == killed[0] != pids[1]

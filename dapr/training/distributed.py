@@ -5,12 +5,19 @@ batch (RocketQA's cross-batch negatives: ``workers x batch_size`` candidates per
 
 The workers write checkpoints and the model into the same directory (the first worker writes),
 so on several machines it must be on a file system they share, as ``$DAPR_HOME`` is for
-``dapr run --ray-address``.
+``dapr run --ray-address``. A worker that dies (its process killed, its node lost) takes the
+worker group down; Ray Train starts a new one (up to :data:`MAX_RESTARTS` times), which resumes
+from the last complete checkpoint there, and the training record counts the restarts. Each
+worker notes its every start (process id, host) in ``workers/rank-<rank>.jsonl`` there.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import socket
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +25,11 @@ from typing import Any
 from dapr.errors import DaprError
 from dapr.training.dual import Settings
 from dapr.training.examples import Example
+
+MAX_RESTARTS = 3
+"""How many times a training whose worker died is started again from its last checkpoint."""
+STARTS = "workers"
+"""The folder, in the output directory, of each worker's starts (``rank-<rank>.jsonl``)."""
 
 
 def train_on_ray(
@@ -28,10 +40,13 @@ def train_on_ray(
     settings: Settings,
     workers: int,
     gpus: bool = False,
+    max_restarts: int = MAX_RESTARTS,
 ) -> dict[str, Any]:
     """:func:`dapr.training.dual.train_dual_encoder` of the model named ``model`` on
-    ``workers`` Ray Train workers (Ray must be initialised); the record the first one wrote."""
-    from ray.train import RunConfig, ScalingConfig
+    ``workers`` Ray Train workers (Ray must be initialised), started again from the last
+    checkpoint up to ``max_restarts`` times when one dies; the record the first one wrote, with
+    the number of workers and of restarts (also written to ``out/training.json``)."""
+    from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
     if workers < 1:
@@ -46,18 +61,39 @@ def train_on_ray(
             "settings": settings,
         },
         scaling_config=ScalingConfig(num_workers=workers, use_gpu=gpus),
-        run_config=RunConfig(storage_path=str(out / "ray"), name="train"),
+        run_config=RunConfig(
+            storage_path=str(out / "ray"),
+            name="train",
+            failure_config=FailureConfig(max_failures=max_restarts),
+        ),
     )
+    shutil.rmtree(out / STARTS, ignore_errors=True)  # the starts of this call only
     trainer.fit()
-    return json.loads((out / "training.json").read_text())
+    record = json.loads((out / "training.json").read_text())
+    starts = (out / STARTS / "rank-0.jsonl").read_text().splitlines()
+    record |= {"workers": workers, "restarts": len(starts) - 1}
+    (out / "training.json").write_text(json.dumps(record, indent=2))
+    return record
 
 
 def _worker(config: dict[str, Any]) -> None:
     """One Ray Train worker: the process group is set up; the trainer shards the batches."""
+    from ray import train
+
     from dapr.checkpoints import sentence_transformer
     from dapr.training.dual import train_dual_encoder
 
+    note_start(Path(config["out"]) / STARTS, train.get_context().get_world_rank())
     model = sentence_transformer(config["model"], None, None, None)
     train_dual_encoder(
         model, config["rows"], Path(config["out"]), config["loss"], config["settings"], gather=True
     )
+
+
+def note_start(folder: Path, rank: int) -> None:
+    """Append this process's start as worker ``rank`` (process id, host, time) to
+    ``folder/rank-<rank>.jsonl``: one line per start of the worker group."""
+    folder.mkdir(parents=True, exist_ok=True)
+    line = {"pid": os.getpid(), "host": socket.gethostname(), "time": time.time()}
+    with (folder / f"rank-{rank}.jsonl").open("a") as file:
+        file.write(json.dumps(line) + "\n")

@@ -192,8 +192,8 @@ def fit(
 ) -> dict[str, Any]:
     """Run ``trainer`` from the last complete checkpoint under ``out`` (if any); the first
     worker saves ``model`` to ``out/model`` and the training record (``about``, the settings,
-    the precision the trainer computed in, steps, loss per logged step) to
-    ``out/training.json``, which is returned."""
+    the precision the trainer computed in, steps, the step it resumed from, loss per logged
+    step) to ``out/training.json``, which is returned."""
     if log is not None:  # our lines replace the trainer's printed dictionaries
         from transformers.trainer_callback import PrinterCallback
 
@@ -210,6 +210,7 @@ def fit(
         "steps": result.global_step,
         "training_loss": result.training_loss,
         "resumed": resume is not None,
+        "resumed_from": int(resume.name.split("-")[-1]) if resume else None,
         "seconds": round(time.perf_counter() - started, 3),
         "log": [entry for entry in trainer.state.log_history if "loss" in entry],
     }
@@ -221,7 +222,8 @@ def fit(
 
 def last_checkpoint(folder: Path) -> Path | None:
     """The latest complete checkpoint in ``folder`` (the trainer writes its state file last);
-    checkpoints a killed process left half-written are removed."""
+    checkpoints a killed process left half-written are removed (by whichever of several
+    distributed workers gets there first)."""
     import shutil
 
     found = None
@@ -230,7 +232,7 @@ def last_checkpoint(folder: Path) -> Path | None:
         if (checkpoint / "trainer_state.json").is_file():
             found = checkpoint
         else:
-            shutil.rmtree(checkpoint)
+            shutil.rmtree(checkpoint, ignore_errors=True)
     return found
 
 
