@@ -198,3 +198,30 @@ def test_a_killed_training_worker_is_restarted_from_the_last_checkpoint(
     starts = (entry.parent / "workers" / "rank-1.jsonl").read_text().splitlines()
     pids = [json.loads(line)["pid"] for line in starts]
     assert len(pids) == 2 and pids[0] == killed[0] != pids[1]
+
+
+def test_a_worker_lost_past_the_restarts_ends_training_in_one_line(
+    local_ray, tiny_model, dapr_home, tmp_path, monkeypatch, capsys
+):
+    from dapr.cli import main
+    from dapr.training import distributed
+
+    monkeypatch.setattr(distributed, "MAX_RESTARTS", 0)
+    file = tmp_path / "no-restart.yaml"
+    # 42 steps: another model than the restarted test's, so nothing is found cached
+    file.write_text(RESTARTED.format(model=tiny_model, steps=42).replace("restarted", "lost"))
+    killed: list[int] = []
+    done = threading.Event()
+    killer = threading.Thread(
+        target=_kill_a_worker, args=(dapr_home / "cache" / "models", 4, killed, done)
+    )
+    killer.start()
+    try:
+        assert main(["train", str(file)]) == 2
+    finally:
+        done.set()
+        killer.join(timeout=10)
+    assert killed
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-1].startswith("dapr: error: training on 2 Ray workers failed, restarts used up")
+    assert lines[-1].endswith("rerun to resume from the last checkpoint")

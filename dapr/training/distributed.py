@@ -40,13 +40,14 @@ def train_on_ray(
     settings: Settings,
     workers: int,
     gpus: bool = False,
-    max_restarts: int = MAX_RESTARTS,
+    max_restarts: int | None = None,
 ) -> dict[str, Any]:
     """:func:`dapr.training.dual.train_dual_encoder` of the model named ``model`` on
     ``workers`` Ray Train workers (Ray must be initialised), started again from the last
     checkpoint up to ``max_restarts`` times when one dies; the record the first one wrote, with
-    the number of workers and of restarts (also written to ``out/training.json``)."""
-    from ray.train import FailureConfig, RunConfig, ScalingConfig
+    the number of workers and of restarts (also written to ``out/training.json``). ``None``:
+    :data:`MAX_RESTARTS`. Past them, a one-line DaprError (the checkpoints stay to resume from)."""
+    from ray.train import FailureConfig, RunConfig, ScalingConfig, TrainingFailedError
     from ray.train.torch import TorchTrainer
 
     if workers < 1:
@@ -64,11 +65,20 @@ def train_on_ray(
         run_config=RunConfig(
             storage_path=str(out / "ray"),
             name="train",
-            failure_config=FailureConfig(max_failures=max_restarts),
+            failure_config=FailureConfig(
+                max_failures=MAX_RESTARTS if max_restarts is None else max_restarts
+            ),
         ),
     )
     shutil.rmtree(out / STARTS, ignore_errors=True)  # the starts of this call only
-    trainer.fit()
+    try:
+        trainer.fit()
+    except TrainingFailedError as error:
+        reason = " ".join(str(error).split())[:300]
+        raise DaprError(
+            f"training on {workers} Ray workers failed, restarts used up ({reason}); rerun to "
+            "resume from the last checkpoint"
+        ) from None
     record = json.loads((out / "training.json").read_text())
     starts = (out / STARTS / "rank-0.jsonl").read_text().splitlines()
     record |= {"workers": workers, "restarts": len(starts) - 1}
