@@ -82,7 +82,7 @@ def train_spec(name: Any, spec: Any, path: Path, retrievers: dict[str, Retriever
     mined = negatives.get("mined")
     if mined is None and negatives.get("sample_from"):
         raise ConfigError(f"{path}: {where}.negatives.sample_from needs negatives.mined")
-    if mined is not None and (mined not in retrievers or retrievers[mined].level != "passage"):
+    if mined is not None and (mined not in [*retrievers] or retrievers[mined].level != "passage"):
         choices = [s for s, r in retrievers.items() if r.level == "passage" and not r.first_stage]
         raise ConfigError(
             f"{path}: {where}.negatives.mined: {mined!r} is not a passage-level retriever of "
