@@ -29,7 +29,7 @@ from dapr.io.files import write_bytes_atomic
 from dapr.precision import check, check_device, dtype
 from dapr.retrievers.support.backends import backend_identity, check_backend, exported
 from dapr.retrievers.support.batches import (
-    BATCHINGS,
+    check_batching,
     chosen_plan,
     encode_padded,
     encode_unpadded,
@@ -125,8 +125,7 @@ class Dense:
         precision: str = "fp32",
     ):
         check_backend(backend, quantize)
-        if batching not in BATCHINGS:
-            raise DaprError(f"batching {batching!r} is not one of: {', '.join(BATCHINGS)}")
+        check_batching(batching, "dense")
         check(precision, "dense")
         if precision != "fp32" and backend != "torch":
             raise DaprError(f"precision {precision}: for backend torch; {backend} has quantize")
@@ -183,17 +182,16 @@ class Dense:
         found: dict[str, Any] = {}
         if self.precision != "fp32":
             found["precision"] = self.precision
-        self._padded()
-        return found | plan_identity(self.batching, self.batch_size, self.shard_size)
+        return found | plan_identity(self._plan(), self.batch_size, self.shard_size)
 
-    def _padded(self) -> bool:
-        """Whether documents are encoded with the padded (GPU) plan: as ``batching`` says, by
-        default when they are encoded on CUDA. Decided once and carried to Ray workers, so a
+    def _plan(self) -> str:
+        """The batch plan documents are encoded with, decided once (``auto``: ``padded`` on
+        CUDA with the torch backend) and carried to Ray workers with the settings, so a
         cluster encodes with the plan its cache key names."""
-        if self.batching == "auto":
-            chosen = chosen_plan("auto", self.device, self.devices)
-            self.batching = chosen if self.backend == "torch" else "exact"
-        return self.batching == "padded"
+        if self.batching == "auto" and self.backend != "torch":
+            self.batching = "exact"
+        self.batching = chosen_plan(self.batching, self.device, self.devices)
+        return self.batching
 
     def _model(self, name: str):
         if name not in self._models:
@@ -232,7 +230,7 @@ class Dense:
 
     def write_shard(self, chunk: list[tuple[str, str]], path: Path, pool: Any = None) -> None:
         """Encode ``chunk`` into the shard file ``path`` (float32 ``.npy``), atomically."""
-        encode = encode_padded if self._padded() else encode_unpadded
+        encode = encode_padded if self._plan() == "padded" else encode_unpadded
         vectors = encode(
             self._model(self.document_name),
             [text for _, text in chunk],
@@ -268,7 +266,7 @@ class Dense:
         if devices:
             from dapr.retrievers.support.device_search import device_search
 
-            index = self._device_index(encoder)
+            index = self._device_index(encoder, devices)
             items, scores = device_search(index, vectors, k, encoder.similarity)
         else:
             items, scores = exact_search(
@@ -282,11 +280,10 @@ class Dense:
             )
         return Run.from_lists(qids, items, scores, self._ids).top(k)
 
-    def _device_index(self, encoder: Any) -> Any:
-        """The index's rows on the search devices, placed once and kept for later calls."""
+    def _device_index(self, encoder: Any, devices: list[torch.device]) -> Any:
+        """The index's rows on ``devices``, placed once and kept for later calls."""
         from dapr.retrievers.support.device_search import DeviceIndex
 
-        devices = self._search_devices(encoder)
         if self._on_devices is None or self._on_devices.devices != devices:
             self._on_devices = DeviceIndex(
                 self._shards,
@@ -355,10 +352,11 @@ class Dense:
         encoder = self._model(self.query_name)
         similarity = encoder.similarity_fn_name
         vectors = self._encode_queries(qids, queries)
-        if self._search_devices(encoder):
+        devices = self._search_devices(encoder)
+        if devices:
             from dapr.retrievers.support.device_search import device_scores
 
-            scores = device_scores(self._device_index(encoder), vectors, rows)
+            scores = device_scores(self._device_index(encoder, devices), vectors, rows)
             return Run.from_lists(qids, rows, scores, self._ids)
         sizes = [len(shard) for shard in self._shards]
 

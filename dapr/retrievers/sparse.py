@@ -41,7 +41,7 @@ from dapr.errors import DaprError
 from dapr.interfaces import Preset
 from dapr.io.files import write_bytes_atomic
 from dapr.retrievers.support.batches import (
-    BATCHINGS,
+    check_batching,
     chosen_plan,
     encode_padded,
     encode_unpadded,
@@ -104,10 +104,7 @@ class Sparse:
         shard_size: int = _SHARD,
         batching: str = "auto",
     ):
-        if batching not in BATCHINGS:
-            raise DaprError(
-                f"retriever 'sparse': batching {batching!r} is not one of: {', '.join(BATCHINGS)}"
-            )
+        check_batching(batching, "retriever 'sparse'")
         for name, value in (
             ("shard_size", shard_size),
             ("max_length", max_length),

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from dapr.errors import DaprError
+
 MIN_TOKENS = 32
 """The fewest tokens (rows x length) a batch is run with."""
 
@@ -124,6 +126,12 @@ BATCHINGS = ("auto", "exact", "padded")
 """Batch plans: ``exact`` (batches of one token length, :func:`encode_unpadded`: the same
 embeddings whatever the split; the CPU default), ``padded`` (:func:`encode_padded`: the GPU
 default), ``auto`` (the one for the device that encodes)."""
+
+
+def check_batching(batching: Any, who: str) -> None:
+    """A one-line DaprError from ``who`` unless ``batching`` is one of :data:`BATCHINGS`."""
+    if batching not in BATCHINGS:
+        raise DaprError(f"{who}: batching {batching!r} is not one of: {', '.join(BATCHINGS)}")
 
 
 def chosen_plan(batching: str, device: str | None, devices: Sequence[str] | None) -> str:

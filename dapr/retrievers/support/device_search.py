@@ -29,9 +29,7 @@ _MIN_BLOCK = 4096
 """The fewest rows scored at once before the query batch is made smaller instead."""
 
 _RESCORE_BYTES = 256 << 20
-"""Float64 candidate rows rescored at once on a device, at most: a sixth of what the resident
-rows leave of the budget (the temporaries of the exact similarities take about four times
-the rows)."""
+"""Float64 candidate rows rescored at once on a device, at most (see :func:`_rescore_bytes`)."""
 
 
 def device_memory(device: torch.device) -> int:
@@ -284,18 +282,12 @@ def _rescore(index: DeviceIndex, vectors: torch.Tensor, codes: np.ndarray) -> np
     gathered from the resident parts, else read from the shards and uploaded. Either way the
     bits of :func:`canonical.rescore`."""
     device = index.parts[0].device
-    resident = all(part.rows is not None for part in index.parts)
     out = np.empty(codes.shape, dtype=np.float64)
-    chunk = min(_RESCORE_BYTES, index.free(index.parts[0]) // 6)
-    step = max(1, chunk // (8 * max(1, codes.shape[1]) * max(1, index.dim)))
+    step = max(1, _rescore_bytes(index) // (8 * max(1, codes.shape[1]) * max(1, index.dim)))
     similarity = EXACT[index.similarity]
     for start in range(0, len(codes), step):
         group = codes[start : start + step]
-        if resident:
-            rows = _gather(index, torch.from_numpy(group.reshape(-1)), device)
-        else:
-            rows = torch.from_numpy(gather_rows(index.shards, group.reshape(-1))).to(device)
-        rows = rows.reshape(*group.shape, -1).double()
+        rows = _gather(index, group.reshape(-1), device).reshape(*group.shape, -1).double()
         query = vectors[start : start + step].to(device).double().unsqueeze(-2)
         out[start : start + step] = similarity(query, rows).float().double().cpu().numpy()
     return out
@@ -313,26 +305,31 @@ def device_scores(
         return [np.zeros(0, np.float64) for _ in rows]
     codes = np.concatenate(rows)
     owner = np.repeat(np.arange(len(rows)), lengths)
-    resident = all(part.rows is not None for part in index.parts)
     similarity = EXACT[index.similarity]
-    step = max(1, min(_RESCORE_BYTES, index.free(index.parts[0]) // 6) // (16 * index.dim))
+    step = max(1, _rescore_bytes(index) // (16 * index.dim))  # the pair's two float64 rows
     on_device = vectors.to(device)
     flat = np.empty(len(codes), dtype=np.float64)
-    with _ieee_float32():
-        for start in range(0, len(codes), step):
-            group = codes[start : start + step]
-            if resident:
-                items = _gather(index, torch.from_numpy(group), device)
-            else:
-                items = torch.from_numpy(gather_rows(index.shards, group)).to(device)
-            mine = torch.from_numpy(owner[start : start + step]).to(device)
-            exact = similarity(on_device.index_select(0, mine).double(), items.double())
-            flat[start : start + step] = exact.float().double().cpu().numpy()
+    for start in range(0, len(codes), step):
+        items = _gather(index, codes[start : start + step], device).double()
+        mine = torch.from_numpy(owner[start : start + step]).to(device)
+        exact = similarity(on_device.index_select(0, mine).double(), items)
+        flat[start : start + step] = exact.float().double().cpu().numpy()
     return np.split(flat, np.cumsum(lengths)[:-1])
 
 
-def _gather(index: DeviceIndex, codes: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """Rows ``codes`` of the resident parts, in the order given, on ``device``."""
+def _rescore_bytes(index: DeviceIndex) -> int:
+    """Float64 rows rescored at once: at most :data:`_RESCORE_BYTES`, and a sixth of what the
+    first device's budget leaves (the exact similarities' temporaries take about four times
+    the rows)."""
+    return min(_RESCORE_BYTES, index.free(index.parts[0]) // 6)
+
+
+def _gather(index: DeviceIndex, rows: np.ndarray, device: torch.device) -> torch.Tensor:
+    """Rows ``rows`` of the index, in the order given, on ``device``: taken from the parts'
+    resident rows, or read from the shards and uploaded when a part is streamed."""
+    if any(part.rows is None for part in index.parts):
+        return torch.from_numpy(gather_rows(index.shards, rows)).to(device)
+    codes = torch.from_numpy(rows)
     out = torch.empty((len(codes), index.dim), device=device)
     for part in index.parts:
         assert part.rows is not None
