@@ -11,6 +11,12 @@ from pathlib import Path
 import pytest
 
 
+def _printed(code: str) -> str:
+    """What ``code`` prints, run in a fresh Python (so its imports are its own)."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
 def test_retriever_classes_load_without_torch():
     code = (
         "import sys\n"
@@ -18,8 +24,7 @@ def test_retriever_classes_load_without_torch():
         "import dapr.experiment.runner\n"
         "print(sorted(m for m in ('torch', 'sentence_transformers') if m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert _printed(code) == "[]"
 
 
 @pytest.mark.skipif(
@@ -35,8 +40,7 @@ def test_a_dense_cache_key_is_made_without_torch_on_a_machine_without_a_gpu():
         "identity = Dense().identity()\n"
         "print('batching' in identity, 'torch' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False False"
+    assert _printed(code) == "False False"
 
 
 def test_bm25_indexes_and_searches_without_the_libraries_bm25s_would_import():
@@ -56,8 +60,7 @@ def test_bm25_indexes_and_searches_without_the_libraries_bm25s_would_import():
         "heavy = ('jax', 'numba', 'scipy', 'torch')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert _printed(code) == "[]"
     pytest.importorskip("scipy")
     code = (
         "import sys, scipy\n"
@@ -65,5 +68,4 @@ def test_bm25_indexes_and_searches_without_the_libraries_bm25s_would_import():
         "bm25s = _import_bm25s()\n"
         "print(sys.modules['scipy'] is scipy, bm25s.SCIPY_AVAILABLE, bm25s.NUMBA_AVAILABLE)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "True False False"
+    assert _printed(code) == "True False False"
