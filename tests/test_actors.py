@@ -185,3 +185,77 @@ def test_a_job_on_ray_encodes_with_actors_of_its_own(encoded_alone, local_ray, d
     ids, vectors = _index(tmp_path)
     assert ids == encoded_alone[0]
     np.testing.assert_array_equal(vectors, encoded_alone[1])
+
+
+def _gated_dense(gate: Path) -> type:
+    """A dense retriever whose actor holding shard 4 starts writing it, says so in ``gate``
+    (``holding-<pid>``) and waits until ``gate/open`` exists (defined here so that Ray pickles
+    it by value)."""
+    from dapr.retrievers.dense import Dense
+
+    class GatedDense(Dense):
+        def write_shard(self, chunk, path, pool=None):
+            if path.name == "shard-00004.npy" and not (gate / "open").exists():
+                half = path.with_name(f".{path.name}.{os.getpid()}.0123abcd.tmp")
+                half.write_bytes(b"\x93NUMPY half a shard")
+                (gate / f"holding-{os.getpid()}").touch()
+                while not (gate / "open").exists():
+                    time.sleep(0.05)
+            super().write_shard(chunk, path, pool)
+
+    return GatedDense
+
+
+def test_an_encoding_actor_killed_mid_shard_is_restarted_and_the_shard_written_again(
+    encoded_alone, local_ray, dense_job, tmp_path, capfd
+):
+    """Ray Data restarts the actor (a bounded number of times, set by dapr) and retries its
+    shard; the log names the shard and the lost process; the index equals the job's own, with
+    nothing the dead actor half-wrote in it, and `cache verify` is clean."""
+    import socket
+    import threading
+
+    from dapr import registry
+    from dapr.store.housekeeping import verify
+
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    registry.retrievers.add("gated-dense", _gated_dense(gate))
+    try:
+        system = dense_job.experiment.retrievers["dense"]
+        gated = replace(system, name="gated-dense")
+        job = replace(
+            dense_job, experiment=replace(dense_job.experiment, retrievers={"dense": gated})
+        )
+        killed: list[int] = []
+
+        def kill_the_holder() -> None:
+            deadline = time.monotonic() + 120
+            while not (holding := list(gate.glob("holding-*"))):
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            else:
+                killed.append(int(holding[0].name.split("-")[1]))
+                os.kill(killed[0], 9)
+            (gate / "open").touch()
+
+        killer = threading.Thread(target=kill_the_holder, daemon=True)
+        killer.start()
+        done = run_job(job, str(tmp_path / "cache"))
+        killer.join()
+    finally:
+        registry.retrievers._extra.pop("gated-dense", None)
+    assert killed and done.computed == ("index dense", "search dense")
+    err = capfd.readouterr().err
+    assert (
+        f"dapr: an encoding actor (process {killed[0]} on {socket.gethostname()}) was lost "
+        "writing shard-00004.npy; Ray restarted it (up to 3 times) and the shard was written "
+        "again"
+    ) in err
+    ids, vectors = _index(tmp_path / "cache")
+    assert ids == encoded_alone[0]
+    np.testing.assert_array_equal(vectors, encoded_alone[1])
+    [store] = [p for p in (tmp_path / "cache" / "indexes").iterdir() if not p.name.startswith(".")]
+    assert [p.name for p in store.iterdir() if p.name.startswith(".")] == []
+    assert verify(Cache(tmp_path / "cache")) == (2, [])

@@ -7,6 +7,10 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import os
+import socket
+import sys
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import islice
@@ -101,7 +105,15 @@ def encode_into(
             ids.extend(item_id for item_id, _ in chunk)
             progress.update(len(chunk))
     progress.close()
+    _sweep(store)
     (store / "ids.json").write_text(json.dumps(ids))
+
+
+def _sweep(store: Path) -> None:
+    """Remove what writers killed mid-shard left in ``store`` (their temporaries and claims):
+    every shard is stored now and this job holds the store, so nothing else writes there."""
+    for debris in [*store.glob(".shard-*.tmp"), *store.glob(".shard-*.claim")]:
+        debris.unlink(missing_ok=True)
 
 
 def _digest(chunk: Chunk) -> str:
@@ -161,11 +173,35 @@ def _encode_on_ray(
         for chunk, path in missing
     ]
     written, failure = _ray_pass(rows, writer, setting)
+    _report_lost(missing)
     if failure is not None:
         raise RuntimeError(f"encoding {len(rows)} shards on Ray actors failed: {failure}")
     for chunk, path in missing:
         if str(path) not in written or not _stored(chunk, path):
             raise RuntimeError(f"Ray encoding returned without storing {path}")
+
+
+def _claim(path: Path) -> Path:
+    """The file an actor holds while it writes the shard ``path`` (see :class:`_ShardActor`)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.claim")
+
+
+def _report_lost(missing: list[tuple[Chunk, Path]]) -> None:
+    """Say, a line each, which shards an actor died writing (its claim is left) and whether
+    the actor Ray restarted in its place wrote them again; the claims are removed."""
+    for chunk, path in missing:
+        for claim in sorted(path.parent.glob(f".{path.name}.*.claim")):
+            pid = claim.name[len(path.name) + 2 : -len(".claim")]
+            host = claim.read_text().strip() or "its host"
+            again = "written again" if _stored(chunk, path) else "not written"
+            print(
+                f"dapr: an encoding actor (process {pid} on {host}) was lost writing "
+                f"{path.name}; Ray restarted it (up to {ray_actors.RETRIES} times) and the "
+                f"shard was {again}",
+                file=sys.stderr,
+                flush=True,
+            )
+            claim.unlink(missing_ok=True)
 
 
 def _ray_pass(
@@ -178,14 +214,20 @@ def _ray_pass(
     here, also when the pass failed, so later passes and jobs find the resources free."""
     import ray.data
 
-    dataset = ray.data.from_items(rows).map_batches(
-        _ShardActor,
-        fn_constructor_args=(writer,),
-        batch_size=1,
-        concurrency=min(setting.count, len(rows)),
-        num_gpus=setting.gpus,
-        num_cpus=setting.cpus,
-    )
+    with warnings.catch_warnings():  # Ray 2.60 names no parameter for restarts but these
+        warnings.filterwarnings("ignore", "`ray_remote_args` is deprecated")
+        dataset = ray.data.from_items(rows).map_batches(
+            _ShardActor,
+            fn_constructor_args=(writer,),
+            batch_size=1,
+            concurrency=min(setting.count, len(rows)),
+            num_gpus=setting.gpus,
+            num_cpus=setting.cpus,
+            # Ray Data's default restarts a dying actor forever: one that dies on every shard
+            # (out of memory) would stall the job; after these the pass fails, the job is retried
+            max_restarts=ray_actors.RETRIES,
+            max_task_retries=ray_actors.RETRIES,
+        )
     written: set[str] = set()
     failure = None
     try:
@@ -207,17 +249,17 @@ class _ShardActor:
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         for ids, texts, path in zip(batch["ids"], batch["texts"], batch["path"]):
             chunk = list(zip(map(str, ids), map(str, texts)))
+            claim = _claim(Path(path))  # left behind if this process dies writing the shard
+            claim.write_text(socket.gethostname())
             self.writer.write_shard(chunk, Path(path))
             _mark(chunk, Path(path))  # at once: a pass killed later keeps this shard
+            claim.unlink()
         return {"path": batch["path"]}
 
 
 def cuda_available() -> bool:
     """Whether torch sees a CUDA device, asked only where a GPU driver is present (or torch is
     loaded already): a CPU-only machine answers without importing torch."""
-    import os
-    import sys
-
     if "torch" not in sys.modules:
         if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
             return False
