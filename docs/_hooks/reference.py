@@ -1,0 +1,316 @@
+"""The generated parts of the documentation site: every registered component with its arguments
+and presets, and the experiment file's keys, read from the registries and from the one schema
+(:mod:`dapr.experiment.spec`) when the site is built, so the pages cannot drift from the code.
+
+A page asks for a part with a marker line ``<!-- reference: NAME -->`` (NAME one of
+:data:`PARTS`); ``mkdocs build`` runs :func:`on_page_markdown`, which puts the part there.
+``python docs/_hooks/reference.py NAME`` prints a part.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import re
+import sys
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+MARKER = re.compile(r"^<!-- reference: ([a-z-]+) -->$", re.MULTILINE)
+
+
+def _text(doc: str | None) -> str:
+    """A docstring as Markdown: its first paragraph on one line, reST roles made code."""
+    first = inspect.cleandoc(doc or "").split("\n\n")[0]
+    first = re.sub(r":[a-z]+:`~?([^`]+)`", r"`\1`", first)
+    first = first.replace("``", "`")
+    return " ".join(first.split()).replace("|", "\\|")
+
+
+def _cell(value: Any) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _type(annotation: Any) -> str:
+    if annotation is inspect.Parameter.empty:
+        return ""
+    if isinstance(annotation, str):
+        return annotation
+    if typing.get_origin(annotation) is typing.Literal:
+        return " \\| ".join(repr(a) for a in typing.get_args(annotation))
+    name = getattr(annotation, "__name__", None)
+    return name if name and not typing.get_args(annotation) else str(annotation)
+
+
+def _parameters(factory: Any, skip: int = 0) -> list[inspect.Parameter]:
+    try:
+        found = list(inspect.signature(factory).parameters.values())[skip:]
+    except (TypeError, ValueError):
+        return []
+    try:
+        target = factory.__init__ if isinstance(factory, type) else factory
+        hints = typing.get_type_hints(target)
+    except Exception:  # noqa: BLE001 - unresolvable annotations: shown as written
+        hints = {}
+    return [p.replace(annotation=hints.get(p.name, p.annotation)) for p in found]
+
+
+def _argument_table(parameters: list[inspect.Parameter]) -> list[str]:
+    named = [p for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    rest = [p for p in parameters if p.kind is p.VAR_KEYWORD]
+    if not named:
+        lines = ["Arguments: none."]
+    else:
+        lines = ["| argument | type | default |", "|---|---|---|"]
+        for p in named:
+            default = "required" if p.default is p.empty else f"`{_cell(p.default)}`"
+            lines.append(f"| `{p.name}` | {_cell(_type(p.annotation))} | {default} |")
+    if rest:
+        lines += ["", "Other keyword arguments go to the backend."]
+    return lines
+
+
+def _origin(registry: Any, name: str) -> str:
+    rows = [f"`{target}` ({dist})" for n, dist, target in registry.sources() if n == name]
+    return ", ".join(rows)
+
+
+def _component(registry: Any, name: str, body: Callable[[Any], list[str]]) -> list[str]:
+    try:
+        found = registry.get(name)
+    except Exception as error:  # noqa: BLE001 - a broken plugin is shown, not fatal
+        return [f"### `{name}`", "", f"Cannot be loaded here: {_cell(str(error))}", ""]
+    about = _text(found.__doc__ if isinstance(found, type) else type(found).__doc__)
+    lines = [f"### `{name}`", "", f"Registered as {_origin(registry, name)}.", ""]
+    if about:
+        lines += [about, ""]
+    return lines + body(found) + [""]
+
+
+def _retriever(found: Any) -> list[str]:
+    lines = _argument_table(_parameters(found))
+    presets = getattr(found, "presets", None) or {}
+    if presets:
+        lines += ["", "| preset | levels | arguments | fusion | about |", "|---|---|---|---|---|"]
+        for preset, p in sorted(presets.items()):
+            args = ", ".join(f"`{k}: {_cell(v)}`" for k, v in p.args.items())
+            fusion = ", ".join(
+                f"`{fuser}`: " + ", ".join(f"{k} {_cell(v)}" for k, v in given.items())
+                for fuser, given in p.fusion.items()
+            )
+            levels = ", ".join(p.levels)
+            lines.append(f"| `{preset}` | {levels} | {args} | {fusion} | {_cell(p.about)} |")
+    return lines
+
+
+def _plain(found: Any) -> list[str]:
+    return _argument_table(_parameters(found))
+
+
+def _dataset(found: Any) -> list[str]:
+    lines = []
+    if getattr(found, "origin", ""):
+        lines += [f"Source: {_cell(found.origin)}.", ""]
+    load = _parameters(getattr(found, "load", found))
+    if any(p.kind is not p.VAR_KEYWORD for p in load):
+        lines += ["`dataset_args` when loaded:", "", *_argument_table(load), ""]
+    options = found.options() if hasattr(found, "options") else {}
+    if options:
+        lines += [
+            f"Build options (`dapr data build {found.name} --set KEY=VALUE`):",
+            "",
+            *_argument_table(list(options.values())),
+            "",
+        ]
+    raw = getattr(found, "raw_files", ())
+    if raw:
+        files = ", ".join(f"`{r.path}`" for r in raw)
+        lines += [f"Raw files for `dapr data build`: {files}.", ""]
+    if getattr(found, "hub_repo", None):
+        lines += [f"Published copy: the hub dataset `{found.hub_repo}` (`dapr data fetch`).", ""]
+    return lines
+
+
+def _metric(found: Any) -> list[str]:
+    cutoff = getattr(found, "cutoff", "")
+    about = getattr(found, "about", "")
+    wording = {
+        "required": "takes a cutoff (`NAME@k`)",
+        "optional": "takes an optional cutoff (`NAME` or `NAME@k`)",
+        "none": "takes no cutoff",
+    }
+    lines = [f"{_cell(about).capitalize()}." if about else ""]
+    if cutoff in wording:
+        lines.append(f"It {wording[cutoff]}.")
+    if getattr(found, "measure", None):
+        lines.append(f"trec_eval measure: `{found.measure}`.")
+    return [" ".join(line for line in lines if line)]
+
+
+def components(kind: str) -> str:
+    """The reference of one registry: every registered name, its arguments and presets."""
+    from dapr import registry
+
+    registries = {
+        "retrievers": (registry.retrievers, _retriever),
+        "contextualizers": (registry.contextualizers, _plain),
+        "fusers": (registry.fusers, _plain),
+        "datasets": (registry.datasets, _dataset),
+        "metrics": (registry.metrics, _metric),
+    }
+    found, body = registries[kind]
+    names = found.names()
+    lines = [
+        f"Generated from the `{found.group}` entry points when this site was built "
+        f"({len(names)} registered): " + ", ".join(f"`{n}`" for n in names) + ".",
+        "",
+    ]
+    for name in names:
+        lines += _component(found, name, body)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# -- the experiment file ---------------------------------------------------------------------
+
+
+def _field_docs(section: type) -> dict[str, str]:
+    """The docstrings written under a dataclass's fields (read from its source)."""
+    tree = ast.parse(inspect.getsource(section))
+    body = tree.body[0].body
+    docs = {}
+    for here, after in zip(body, body[1:]):
+        if (
+            isinstance(here, ast.AnnAssign)
+            and isinstance(here.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[here.target.id] = _text(after.value.value)
+    return docs
+
+
+def sections() -> dict[str, type]:
+    """Where each section of an experiment file sits, and its dataclass in the schema."""
+    from dapr.experiment import spec
+
+    return {
+        "top level": spec.Experiment,
+        "retrievers.NAME": spec.RetrieverSpec,
+        "fusion.NAME": spec.FusionSpec,
+        "sweep": spec.Sweep,
+        "sweep.values (a range)": spec.Range,
+        "resources": spec.Resources,
+        "train.NAME": spec.TrainSpec,
+        "train.NAME.sources[]": spec.TrainSource,
+        "published": spec.Published,
+    }
+
+
+def keys(section: type) -> list[str]:
+    """The keys a section of the file accepts, in the schema's order."""
+    from dapr.experiment import spec
+
+    return list(spec._accepted(section))
+
+
+_UNSET = {"name": "the file's name", "dataset": "required"}
+
+
+def experiment() -> str:
+    """Every key of every section of an experiment file: what it accepts, its default, and
+    what it does, from the dataclasses of :mod:`dapr.experiment.spec`."""
+    from dapr.experiment import spec
+
+    lines = [
+        "Generated from `dapr/experiment/spec.py`, the one schema `dapr run`, `dapr train` and "
+        "`dapr check` read, when this site was built. A key not listed here is refused with a "
+        "line naming the valid ones.",
+        "",
+    ]
+    for where, section in sections().items():
+        accepted = spec._accepted(section)
+        docs = _field_docs(section)
+        lines += [f"### `{where}`", ""]
+        about = _text(section.__doc__)
+        if about and not about.startswith(section.__name__ + "("):
+            lines += [about, ""]
+        lines += ["| key | accepts | default | meaning |", "|---|---|---|---|"]
+        for key, (_, kind) in accepted.items():
+            try:
+                value = spec.default(section, key)
+                if value is dataclasses.MISSING:
+                    shown = _UNSET[key] if section is spec.Experiment else "required"
+                else:
+                    shown = f"`{_cell(_yaml(value))}`"
+            except StopIteration:
+                shown = ""
+            lines.append(f"| `{key}` | {_cell(kind)} | {shown} | {docs.get(key, '')} |")
+        if section is spec.Experiment:
+            lines.append(
+                "| `variants` | a mapping of names to overrides | `{}` | Named sets of "
+                "overrides (dotted keys as for `--set`), chosen with `--variant NAME` and "
+                "applied before any `--set`. |"
+            )
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _yaml(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_yaml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_yaml(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def gpu_benchmark() -> str:
+    """The GPU benchmark's table, from README.md's ``gpu-benchmark`` markers, where
+    ``python benchmarks/gpu.py --readme RESULT.json`` writes it."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    start, end = "<!-- gpu-benchmark -->", "<!-- /gpu-benchmark -->"
+    if start not in readme or end not in readme:
+        raise ValueError("README.md: no gpu-benchmark markers")
+    return readme.split(start, 1)[1].split(end, 1)[0].strip() + "\n"
+
+
+PARTS: dict[str, Callable[[], str]] = {
+    "retrievers": lambda: components("retrievers"),
+    "contextualizers": lambda: components("contextualizers"),
+    "fusers": lambda: components("fusers"),
+    "datasets": lambda: components("datasets"),
+    "metrics": lambda: components("metrics"),
+    "experiment": experiment,
+    "gpu-benchmark": gpu_benchmark,
+}
+
+
+def render(markdown: str) -> str:
+    """``markdown`` with each reference marker replaced by its generated part."""
+
+    def part(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in PARTS:
+            raise ValueError(f"unknown reference part {name!r}; choose from: {', '.join(PARTS)}")
+        return PARTS[name]()
+
+    return MARKER.sub(part, markdown)
+
+
+def on_page_markdown(markdown: str, **kwargs: Any) -> str:
+    """The mkdocs hook: generated parts are filled in before the page is rendered."""
+    return render(markdown)
+
+
+if __name__ == "__main__":
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root))
+    print(PARTS[sys.argv[1]]())
