@@ -88,9 +88,13 @@ class Corpus:
         if self._scanned is None:
             self._scan()
         scanned, self._scanned = self._scanned, None
+        assert scanned is not None  # _scan() keeps the ids until they are asked for
         indexes = {}
-        for kind, (ids, hashes) in (("passage", scanned.passages), ("document", scanned.documents)):
-            indexes[kind] = index = IdIndex(ids, hashes if scanned.seed == hash_seed() else None)
+        for kind, (listed, hashes) in (
+            ("passage", scanned.passages),
+            ("document", scanned.documents),
+        ):
+            indexes[kind] = index = IdIndex(listed, hashes if scanned.seed == hash_seed() else None)
             repeated = index.first_repeat()
             if repeated is not None:
                 raise DaprError(
@@ -218,7 +222,7 @@ class Run:
     @classmethod
     def from_lists(
         cls,
-        queries: Sequence[str],
+        queries: Sequence[str] | np.ndarray,
         items: Sequence[np.ndarray],
         scores: Sequence[np.ndarray],
         vocab: np.ndarray,
@@ -279,7 +283,7 @@ class Run:
         """The first ``k`` items of every query."""
         lengths = np.minimum(np.diff(self.offsets), k)
         keep = np.concatenate(
-            [np.arange(s, s + n) for s, n in zip(self.offsets[:-1], lengths)] or [[]]
+            [np.arange(s, s + n) for s, n in zip(self.offsets[:-1], lengths)] or [np.empty(0)]
         ).astype(np.int64)
         offsets = np.zeros_like(self.offsets)
         np.cumsum(lengths, out=offsets[1:])

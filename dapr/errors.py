@@ -27,7 +27,7 @@ def check_choice(component: str, key: str, value: object, choices: Iterable[obje
         raise DaprError(f"{component}: unknown {key} {value!r}; choose from: {listed}")
 
 
-_OS_FIXES = {
+_OS_FIXES: dict[int | None, str] = {  # an OSError's errno may be None
     errno.ENOSPC: "free some space, or point DAPR_HOME / --out at another disk",
     errno.EDQUOT: "free some space, or point DAPR_HOME / --out at another disk",
     errno.EFBIG: "the file grew past the size this process may write (ulimit -f); raise it",

@@ -16,6 +16,7 @@ only within the passages of the top BM25 documents (:meth:`Hierarchical.scope`),
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from numbers import Real
 from typing import Literal, get_args
 
@@ -115,6 +116,11 @@ class Convex:
 
     version = "1"
     kind = "convex"
+    alpha: float
+    normalize: Normalize
+    scale: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    missing: float
+    depth: int | None
 
     def __init__(
         self,
@@ -231,9 +237,8 @@ class Hierarchical(Convex):
         for q in range(len(top.queries)):
             docs = doc_code[top.items[top.offsets[q] : top.offsets[q + 1]]]
             docs = docs[docs >= 0]
-            items.append(
-                np.concatenate([order[starts[d] : starts[d + 1]] for d in docs.tolist()] or [[]])
-            )
+            pieces: list[np.ndarray] = [order[starts[d] : starts[d + 1]] for d in docs.tolist()]
+            items.append(np.concatenate(pieces or [np.empty(0)]))
         scores = [np.zeros(len(i)) for i in items]
         return Run.from_lists(top.queries.tolist(), items, scores, ids.passage_ids)
 
@@ -278,7 +283,8 @@ class RRF:
             second.queries, second.offsets, second.items, _ranks(second.offsets), second.vocab
         )
         offsets, items, vocab, ranks = _union(ranked_first, ranked_second)
-        fused = sum(_filled(1 / (self.k + r), 0.0) for r in ranks)
+        on_first, on_second = (_filled(1 / (self.k + r), 0.0) for r in ranks)
+        fused = on_first + on_second
         return _reranked(Run(first.queries, offsets, items, fused, vocab), fused)
 
 

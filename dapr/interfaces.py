@@ -236,7 +236,8 @@ class Measure(Protocol):
     ``cutoff`` is ``"required"``, ``"optional"`` or ``"none"``; :meth:`per_query` scores every
     judged query (a query the run does not answer scores 0)."""
 
-    cutoff: str
+    @property
+    def cutoff(self) -> str: ...  # read only: a class attribute or a frozen field serves
 
     def per_query(
         self,

@@ -11,14 +11,22 @@ from __future__ import annotations
 import os
 import sys
 from importlib.metadata import EntryPoints, entry_points
-from typing import Any
+from typing import Any, Protocol
 
 from dapr.errors import DaprError
 
-_scanned: tuple[tuple, EntryPoints] | None = None
+
+class _Selectable(Protocol):
+    """What :func:`importlib.metadata.entry_points` returns: ``EntryPoints``, or before Python
+    3.12 (called with no argument) ``SelectableGroups``; both select by group."""
+
+    def select(self, *, group: str) -> EntryPoints: ...
 
 
-def _installed() -> EntryPoints:
+_scanned: tuple[tuple, _Selectable] | None = None
+
+
+def _installed() -> _Selectable:
     """Every installed entry point, read again only when ``sys.path`` or the modification time
     of one of its folders changed (as :mod:`importlib.metadata` caches each folder's listing): a
     run looked up 19 names, and each scan of every distribution took 4 ms."""

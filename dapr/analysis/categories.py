@@ -95,7 +95,8 @@ def category_table(
         if not systems:
             raise DaprError('metrics.json: no passage-level system under "systems"; run one first')
     labels = (metrics.get("labels") or {}) if labels is None else labels
-    table, counts = {}, {}
+    table: dict[str, dict[str, float]] = {}
+    counts: dict[str, int] = {}
     for system in systems:
         if system not in have:
             raise DaprError(
@@ -139,7 +140,7 @@ def title_mention_labels(dataset: Dataset, split: str) -> dict[str, tuple[str, .
             if passage.id in wanted:
                 found = pattern is not None and pattern.search(passage.text.casefold())
                 mentions[passage.id] = bool(found)
-    labels = {}
+    labels: dict[str, tuple[str, ...]] = {}
     for qid, passages in gold.items():
         if not passages:
             continue

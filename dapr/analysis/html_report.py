@@ -132,6 +132,8 @@ def _cell(table: Table, row: Row, column: str, digits: int, percent: bool) -> st
     marks = []
     for i in cell.marks(table.level):
         c = cell.comparisons[i]
+        if c is None:  # marks() names compared baselines only
+            continue
         about = f"against {table.baselines[i]}: difference {_signed(c.delta, percent)}, "
         about += f"p = {c.p_value:.3g}, adjusted p = {c.adjusted:.3g}"
         marks.append(f'<sup title="{escape(about)}">{text_marks([i])}</sup>')

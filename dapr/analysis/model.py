@@ -112,7 +112,8 @@ def result_from_metrics(file: Path, data: Mapping[str, Any]) -> Result:
         )
         for name, entry in data["systems"].items()
     }
-    labels = data.get("labels") if isinstance(data.get("labels"), dict) else {}
+    given = data.get("labels")
+    labels = given if isinstance(given, dict) else {}
     return Result(
         path=file,
         dataset=data["dataset"],

@@ -124,7 +124,7 @@ def _systems(run: RunFolder, score: Scorer | None) -> list[SystemScores]:
     if reported.is_file():
         chosen = [(reported, _reported_weight(run.path))]
     else:
-        chosen = [(f, float(_FILES.fullmatch(f.name)["w"])) for f in weighted]
+        chosen = [(f, float(m["w"])) for f in weighted if (m := _FILES.fullmatch(f.name))]
     return [_system(run, file, weight, score) for file, weight in chosen]
 
 

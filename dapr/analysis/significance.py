@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from statistics import fmean
 
@@ -58,7 +58,11 @@ def bonferroni(p_values: Mapping[str, float]) -> dict[str, float]:
     return {key: p if math.isnan(p) else min(1.0, m * p) for key, p in p_values.items()}
 
 
-CORRECTIONS = {"holm": holm, "bonferroni": bonferroni, "none": dict}
+CORRECTIONS: dict[str, Callable[[Mapping[str, float]], dict[str, float]]] = {
+    "holm": holm,
+    "bonferroni": bonferroni,
+    "none": dict,
+}
 """Multiple-testing corrections by name: ``none`` leaves the p-values as they are."""
 CORRECTED = {"holm": "Holm-corrected", "bonferroni": "Bonferroni-corrected", "none": "uncorrected"}
 

@@ -53,7 +53,12 @@ __all__ = [
 
 FAMILIES = ("column", "table")
 """Which comparisons a correction adjusts together: each column's, or the whole table's."""
-MARKS = (("†", r"\dagger"), ("‡", r"\ddagger"), ("∗", r"\ast"), ("⋆", r"\star"))
+MARKS: tuple[tuple[str, str], ...] = (
+    ("†", r"\dagger"),
+    ("‡", r"\ddagger"),
+    ("∗", r"\ast"),
+    ("⋆", r"\star"),
+)
 MARKS += (("◇", r"\diamond"), ("∘", r"\circ"))
 """The mark of each baseline's significant differences, as text and in LaTeX math."""
 
@@ -139,7 +144,10 @@ def table3(
     tested = _corrected(tested, correction, family)
 
     columns = main + ((AVERAGE,) if main else ()) + kept_apart
-    best = {c: max((v for (_, col), v in means.items() if col == c), default=None) for c in columns}
+    highest = (
+        (c, max((v for (_, col), v in means.items() if col == c), default=None)) for c in columns
+    )
+    best = {c: value for c, value in highest if value is not None}
     cells = {
         key: Cell(
             value,

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from string import punctuation
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -145,7 +145,7 @@ def select_candidates(
     first: dict[str, tuple[list[str], tuple[str, ...], bool]] = {}
     offsets: dict[str, list[int]] = {}
     for start, end in zip(starts.tolist(), ends.tolist()):
-        surface = words[start:end]
+        surface = cast("Sequence[str]", words[start:end])  # runs hold valid tokens: no None
         stems = tuple(stem(w) for w in surface)
         key = " ".join(stems)
         if key in offsets:

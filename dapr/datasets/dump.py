@@ -6,7 +6,7 @@ and its judged chunks per row.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -59,8 +59,8 @@ def read_dump(path: Path, name: str | None = None) -> Dataset:
 def _dump_documents(
     corpus_file: Path,
     extra: dict[str, Document],
-    judged: set[str] = frozenset(),
-    split_files: list[Path] = (),
+    judged: Collection[str] = frozenset(),
+    split_files: Sequence[Path] = (),
 ) -> Iterator[Document]:
     """Documents of ``corpus.jsonl``, then the ``extra`` ones it does not contain.
 
@@ -106,7 +106,7 @@ def _chunk_ids(
                 yield f"belonging_doc {document.id!r} (in a split file): chunks[{i}]", passage.id
 
 
-def _judged_chunks(split_files: list[Path]) -> Iterator[tuple[str, str]]:
+def _judged_chunks(split_files: Sequence[Path]) -> Iterator[tuple[str, str]]:
     """``(where, chunk id)`` of every judged chunk of the split files, read again."""
     for path in split_files:
         for n, row in jsonl_rows(path):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path, PurePosixPath
@@ -245,7 +245,7 @@ class _PendingDocument:
 
 
 def _hub_documents(
-    paths: list[Path], judged: set[str] = frozenset(), qrels_files: list[Path] = ()
+    paths: list[Path], judged: Collection[str] = frozenset(), qrels_files: Sequence[Path] = ()
 ) -> Iterator[Document]:
     """The documents of hub corpus files, grouping consecutive rows by ``doc_id``.
 
@@ -282,7 +282,7 @@ def _passage_ids(paths: list[Path]) -> Iterator[tuple[str, str]]:
             yield row_location(path, n), row["_id"]
 
 
-def _judged_items(qrels_files: list[Path]) -> Iterator[tuple[str, str]]:
+def _judged_items(qrels_files: Sequence[Path]) -> Iterator[tuple[str, str]]:
     """``(where, corpus_id)`` of the qrels rows, read again."""
     for path in qrels_files:
         for n, row in table_rows(path):

@@ -80,7 +80,7 @@ def read_irds(name: str, **options: Any) -> Dataset:
         judged = {doc for s in splits.values() for items in s.qrels.values() for doc in items}
         counts = documents.passage_counts(judged)
         splits = {n: Split(s.queries, _to_passages(s.qrels, counts)) for n, s in splits.items()}
-    notes = ()
+    notes: tuple[str, ...] = ()
     if not structured and opts.passage_words is None:
         notes = ("every doc of the ir_datasets dataset is one document of one passage",)
     elif not structured:
@@ -138,12 +138,13 @@ class _Documents:
         stride = self.options.stride or size
         for doc in docs:
             text, title = _text(doc, fields_), doc.title if "title" in fields_ else ""
+            passages: tuple[Passage, ...]
             if size is None:
                 passages = (Passage(doc.doc_id, doc.doc_id, 0, text),)
             else:
                 passages = tuple(
                     Passage(f"{doc.doc_id}-{n}", doc.doc_id, n, part)
-                    for n, part in enumerate(windows(text, size, stride))
+                    for n, part in enumerate(windows(text, size, stride or size))
                 )
             yield Document(doc.doc_id, title, passages)
 

@@ -170,20 +170,27 @@ def evaluate_trec(
         ranked = results if depth is None else _truncate(results, depth)
         evaluator = pytrec_eval.RelevanceEvaluator(
             judged,
-            {m.measure.request(m.cutoff) for m in group},
+            {_trec(m).request(m.cutoff) for m in group},
             relevance_level=relevance_level,
         )
+        keys = [(m.name, _trec(m).key(m.cutoff)) for m in group]
         for qid, values in evaluator.evaluate(ranked).items():
-            for m in group:
-                scores[m.name][qid] = values[m.measure.key(m.cutoff)]
+            for name, key in keys:
+                scores[name][qid] = values[key]
     return scores
+
+
+def _trec(metric: Metric) -> TrecMeasure:
+    """The measure of a metric given to :func:`evaluate_trec` (a trec_eval one)."""
+    assert isinstance(metric.measure, TrecMeasure), metric.name
+    return metric.measure
 
 
 def _by_run_depth(metrics: Sequence[Metric]) -> dict[int | None, list[Metric]]:
     """Metrics grouped by how deep the run must be cut before trec_eval sees it."""
     groups: dict[int | None, list[Metric]] = {}
     for m in metrics:
-        depth = m.cutoff if m.measure.truncate else None
+        depth = m.cutoff if _trec(m).truncate else None
         groups.setdefault(depth, []).append(m)
     return groups
 

@@ -62,7 +62,11 @@ class FusionSpec:
 
     @property
     def inputs(self) -> tuple[str, ...]:
-        return self.passages or (self.document, self.passage)
+        """The systems fused: ``passages``, else ``document`` and ``passage`` (an experiment file
+        names one or the other)."""
+        if self.passages:
+            return self.passages
+        return tuple(name for name in (self.document, self.passage) if name is not None)
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,13 @@ class TrainSpec:
     """RocketQA's pseudo-labels: ``split`` (its queries, judgements ignored), ``retriever`` (a
     system of the experiment), ``model`` (a cross-encoder), ``depth``, ``positive_above`` and
     ``negative_below``."""
+    head: str = "fresh"
+    """A cross-encoder's head at the start: ``fresh`` (as loaded) or ``prior`` (its bias at the
+    log-odds of the positives' share)."""
+    distill: dict[str, Any] = field(default_factory=dict)
+    """A cross-encoder's warm start: first learn to order the training queries' candidates as
+    ``teacher`` (a passage-level retriever of the experiment) scores them: its top ``depth``
+    (20), the best and ``count`` (3) others a row, MarginMSE for ``epochs`` (1); then the labels."""
     workers: int = 1
     """Ray Train workers for a dual encoder (one per GPU when the experiment's resources give
     ``gpus_per_job``): each batch is split among them and the loss sees all their passages."""

@@ -10,7 +10,7 @@ import gzip
 import json
 import numbers
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,8 @@ from dapr.data import Qrels, Queries
 from dapr.errors import DataError
 from dapr.io.files import fsync
 
+Rows = Generator[tuple[int, dict[str, Any]], None, None]
+"""Numbered rows of a file; a generator, so that ``contextlib.closing`` can end the reading."""
 _BATCH_ROWS = 4096
 _BLANK_OR_SPACE = (  # an empty id, or one holding a character that str.split() splits on
     r"^$|[\t-\r\x1c- \x85\xa0\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]"
@@ -59,9 +61,9 @@ def text_lines(
                 if line and not line.isspace():
                     yield n, line
         except UnicodeDecodeError:
-            line = _undecodable_line(path, encoding) or n + 1
+            bad = _undecodable_line(path, encoding) or n + 1
             raise DataError(
-                f"{path}:{line}: not {encoding.upper()} text; save the file as {encoding.upper()}"
+                f"{path}:{bad}: not {encoding.upper()} text; save the file as {encoding.upper()}"
             ) from None
         except (gzip.BadGzipFile, EOFError, zlib.error) as e:
             raise DataError(
@@ -85,7 +87,7 @@ def _undecodable_line(path: Path, encoding: str) -> int | None:
     return None
 
 
-def jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def jsonl_rows(path: Path) -> Rows:
     """Numbered JSON objects, one per non-blank line (``*.gz`` too)."""
     for n, line in text_lines(path):
         yield n, json_object(line, f"{path}:{n}")
@@ -106,7 +108,7 @@ def json_object(line: str, at: str) -> dict[str, Any]:
     return row
 
 
-def _parquet_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _parquet_rows(path: Path) -> Rows:
     """Numbered rows (from 1) of a parquet file, read in batches. Without pre-buffering Arrow
     holds one batch, not the whole compressed file (1.2 GB for an NQ-sized corpus)."""
     n = 0
@@ -146,7 +148,7 @@ def _unreadable_parquet(path: Path, error: BaseException) -> DataError:
     )
 
 
-def table_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def table_rows(path: Path) -> Rows:
     return _parquet_rows(path) if path.suffix == ".parquet" else jsonl_rows(path)
 
 

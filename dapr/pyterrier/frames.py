@@ -146,12 +146,15 @@ def run_frame(run: Run, topics: pd.DataFrame | Mapping[str, str] | None = None) 
     )
     if topics is None:
         return frame
-    if isinstance(topics, Mapping):
-        topics = pd.DataFrame({"qid": list(topics), "query": list(topics.values())})
-    columns = pt.model.query_columns(topics)
+    queries: pd.DataFrame = (
+        pd.DataFrame({"qid": list(topics), "query": list(topics.values())})
+        if isinstance(topics, Mapping)
+        else topics
+    )
+    columns = pt.model.query_columns(queries)
     if columns == ["qid"]:
         return frame
-    query_rows = topics[columns].drop_duplicates("qid").astype({"qid": str})
+    query_rows = queries[columns].drop_duplicates("qid").astype({"qid": str})
     return frame.merge(query_rows, on="qid", how="left")
 
 

@@ -31,7 +31,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,6 +40,9 @@ from dapr.errors import DaprError, check_choice
 from dapr.retrievers.support.cores import cores
 from dapr.retrievers.support.english import english_batch, process_analyzer
 from dapr.retrievers.support.postings import Postings, stream_postings
+
+if TYPE_CHECKING:
+    from dapr.retrievers.support.lucene import LuceneSearcher
 
 LANGUAGES = ("en", "zh")
 """Languages with a tokenizer (ISO 639-1 codes)."""
@@ -160,8 +163,10 @@ def lucene_weights(
     counted = max(int(np.count_nonzero(lengths)), 1)
     idf = np.log(1 + (counted - df + 0.5) / (df + 0.5)).astype(np.float32)
     avgdl = np.float32(max(int(lengths.sum()), 1) / counted)
-    k1, b, one = np.float32(k1), np.float32(b), np.float32(1)
-    inverse = one / (k1 * ((one - b) + b * lucene_lengths(lengths).astype(np.float32) / avgdl))
+    k1_32, b_32, one = np.float32(k1), np.float32(b), np.float32(1)
+    inverse = one / (
+        k1_32 * ((one - b_32) + b_32 * lucene_lengths(lengths).astype(np.float32) / avgdl)
+    )
     indptr = np.zeros(terms + 1, dtype=np.int64)
     np.cumsum(df, out=indptr[1:])
     free = indptr[:-1].copy()  # where each term's next posting goes
@@ -215,9 +220,9 @@ class BM25:
         self.language = language
         self.backend = backend
         self.java_heap = java_heap
-        self._model = None
+        self._model: Any = None  # a bm25s.BM25 once loaded
         self._ids: np.ndarray | None = None
-        self._lucene = None
+        self._lucene: LuceneSearcher | None = None
 
     def identity(self) -> dict[str, Any]:
         return {"k1": self.k1, "b": self.b, "language": self.language, "backend": self.backend}

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import enum
 import functools
 import re
 import unicodedata
@@ -62,7 +63,15 @@ _MID_NUM = "002C 003B 037E 0589 060C-060D 066C 07F8 2044 FE10 FE14 FE50 FE54 FF0
 _MID_NUM_LET = "0027 002E 2018-2019 2024 FE52 FF07 FF0E"
 """Joins two letters or two digits (``'`` ``.``)."""
 _POSSESSIVE = ("'s", "\u2019s", "\uff07s")
-_UNSEEN = object()
+
+
+class _Unseen(enum.Enum):
+    """A word not looked up yet (a one-member enum, so that type checkers narrow on ``is``)."""
+
+    TOKEN = 0
+
+
+_UNSEEN = _Unseen.TOKEN
 _LOWER_AS_JAVA = {"\u0130": "i", "\u03a3": "\u03c3"}
 """Where Python's ``str.lower`` (full case mapping: İ -> i̇, final ς) differs from Java's."""
 

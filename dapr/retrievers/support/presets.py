@@ -54,6 +54,7 @@ def tuned_fusion(
     ``fuser`` with a document system of ``document_preset`` (None: one without a preset, such
     as BM25), e.g. ``{"alpha": 0.3}``; none when nothing was tuned for that pair."""
     presets: Mapping[str, Preset] = factory.presets if isinstance(factory, HasPresets) else {}
-    preset = presets.get(args.get("preset")) if isinstance(args, Mapping) else None
+    name = args.get("preset") if isinstance(args, Mapping) else None
+    preset = presets.get(name) if isinstance(name, str) else None
     key = fuser if document_preset is None else f"{fuser}/{document_preset}"
     return dict(preset.fusion.get(key, {})) if preset is not None else {}
