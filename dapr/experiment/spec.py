@@ -36,8 +36,11 @@ class RetrieverSpec:
     """One retrieval system: a registered retriever over passages or whole documents."""
 
     name: str
+    """A registered retriever (``dapr plugins`` lists them)."""
     level: str = "passage"
+    """``passage`` or ``document``: what the retriever indexes and is judged on."""
     args: dict[str, Any] = field(default_factory=dict)
+    """The retriever's keyword arguments (a ``preset`` among them); see the component pages."""
     contextualizer: tuple[ContextStep, ...] = yaml(
         (str, dict, list, type(None)), "a name, a mapping {name, args} or a list of them", ()
     )
@@ -54,11 +57,17 @@ class FusionSpec:
     passage-level one (``document``, ``passage``), or two passage-level ones (``passages``)."""
 
     name: str
+    """A registered fuser: ``convex``, ``rrf``, ``hierarchical`` or a plugin's."""
     document: str | None = None
+    """The document-level system of the experiment."""
     passage: str | None = None
+    """The passage-level system of the experiment."""
     passages: tuple[str, ...] = ()
+    """Two passage-level systems, in place of ``document`` and ``passage`` (a hybrid)."""
     args: dict[str, Any] = field(default_factory=dict)
+    """The fuser's keyword arguments (``alpha``...); see the component pages."""
     approach: str | None = None
+    """How tables name the approach (default: the fuser's own)."""
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -74,8 +83,11 @@ class Range:
     """``{start, stop, step}``: the values from ``start`` to ``stop`` (included)."""
 
     start: float
+    """The first value."""
     stop: float
+    """The last value (included)."""
     step: float
+    """The distance between values."""
 
 
 @dataclass(frozen=True)
@@ -88,8 +100,11 @@ class Sweep:
     values: tuple[Any, ...] = yaml(
         (list, dict), "a list of values or a mapping {start, stop, step}", ()
     )
+    """The values tried: a list, or ``{start, stop, step}`` (stop included)."""
     tune_on: str = "dev"
+    """The split the best value is chosen on."""
     metric: str = "nDCG@10"
+    """The metric the best value is chosen by (ir_measures' or trec_eval's name)."""
     subset: str | None = yaml((str, type(None)), "a string or null", "hard")
     """A query set drawn beside all queries: ``hard`` (every passage-level retriever of the
     experiment scores 0 on ``metric``), a query category of the dataset, or null."""
@@ -111,10 +126,15 @@ class Resources:
     and contextualizing its corpus (``actors``; 0 or absent: it does that itself)."""
 
     gpus_per_job: float = 0
+    """GPUs each retrieval job asks Ray for (a job given GPUs runs in its own process)."""
     cpus_per_job: float = 1
+    """CPUs each retrieval job asks Ray for."""
     actors: int = 0
+    """Ray actors a job spreads contextualizing and encoding its corpus over."""
     gpus_per_actor: float = 0
+    """GPUs each of those actors asks Ray for."""
     cpus_per_actor: float = 1
+    """CPUs each of those actors asks Ray for."""
 
 
 @dataclass(frozen=True)
@@ -122,9 +142,11 @@ class TrainSource:
     """One dataset/split pair whose judgements a model trains on."""
 
     split: str
+    """The split whose judgements are trained on."""
     dataset: str | None = None
     """A registered dataset or a dataset directory; default: the experiment's own."""
     dataset_args: dict[str, Any] = field(default_factory=dict)
+    """Options of that dataset."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +159,7 @@ class TrainSpec:
     kind: str = "dual"
     """``dual`` (a dense retriever's encoder) or ``cross`` (a re-ranker for ``rerank``)."""
     split: str = "train"
+    """The split of the experiment's dataset whose judgements are trained on."""
     sources: tuple[TrainSource, ...] = yaml(
         (list,), "a list of mappings {split, dataset, dataset_args}", ()
     )
@@ -178,25 +201,36 @@ class Published:
     for its rows: ``values[system][metric]``, as fractions like dapr's (32.39% is 0.3239)."""
 
     source: str
+    """Where the numbers come from, printed under the table."""
     values: dict[str, dict[str, float]] = field(default_factory=dict)
+    """``{system: {metric: fraction}}``."""
 
 
 @dataclass(frozen=True)
 class Experiment:
     name: str
+    """Names the results folder, ``results/<name>/``."""
     dataset: str
+    """A registered dataset, a dataset directory, ``irds:<id>``, or a list of them (a grid)."""
     dataset_args: dict[str, Any] = field(default_factory=dict)
+    """Options of the dataset (``path``, ``train_articles``...); see the datasets page."""
     split: str = "test"
+    """The split whose queries are evaluated."""
     depth: int = 1000
+    """How many items each system retrieves per query."""
     metrics: tuple[str, ...] = DEFAULT_METRICS
+    """ir_measures' names (``nDCG@10``, ``R@100``...) or trec_eval's."""
     retrievers: dict[str, RetrieverSpec] = field(default_factory=dict)
+    """The retrieval systems, by the name their runs and table rows get."""
     fusion: dict[str, FusionSpec] = field(default_factory=dict)
+    """Fusions of the systems above, by name."""
     workers: int | None = None
     """Processes for contextualizing a corpus (default: every core)."""
     categories: str = "dataset"
     """Query categories for per-category results: ``dataset`` (the dataset's own labels),
     ``title_mention`` (whether a gold passage names its document's title), or a TSV file."""
     sweep: Sweep | None = None
+    """One fusion argument tuned on another split (see ``sweep`` below)."""
     maxp: tuple[str, ...] = yaml((bool, list), "true, false or a list of passage-level systems", ())
     """Passage-level systems also evaluated as document runs by MaxP (the paper's Table 4)."""
     resources: dict[str, float] = field(default_factory=dict)
@@ -204,6 +238,7 @@ class Experiment:
     train: dict[str, TrainSpec] = field(default_factory=dict)
     """Models to train before retrieval, by the name retrievers use (``trained/<name>``)."""
     published: Published | None = None
+    """A paper's numbers printed beside the experiment's own."""
 
 
 # -- checking a section against its dataclass -----------------------------------------------
