@@ -28,7 +28,7 @@ from dapr.experiment.runner import Outcome
 from dapr.experiment.spec import Experiment
 from dapr.experiment.sweep import SweepResult
 from dapr.io import write_trec_run
-from dapr.io.files import atomic_directory, pid_alive, write_bytes_atomic
+from dapr.io.files import atomic_directory, write_bytes_atomic, writer, writer_gone
 from dapr.io.trec import check_run
 
 METRICS = "metrics.json"
@@ -165,12 +165,13 @@ def write(
 
 def _remove_stale_scratch(out: Path) -> None:
     """Remove the scratch directories beside ``out`` that killed runs left behind (those
-    named ``.<out>.<pid>.<token>.tmp[.old]`` whose process is gone)."""
+    named ``.<out>.<pid>.<token>.tmp[.old]`` whose process is gone; on a shared file system,
+    only this host's: another host's writer is not judged by its pid)."""
     if not out.parent.is_dir():
         return
     for scratch in out.parent.glob(f".{glob.escape(out.name)}.*.tmp*"):
-        pid = scratch.name[len(out.name) + 2 :].split(".")[0]
-        if pid.isdigit() and not pid_alive(int(pid)):
+        by = writer(scratch.name[len(out.name) + 2 :])
+        if by is not None and writer_gone(*by):
             shutil.rmtree(scratch, ignore_errors=True)
 
 

@@ -7,9 +7,12 @@ is complete and flushed to disk; a failed write leaves nothing behind.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import re
 import secrets
 import shutil
+import socket
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
@@ -23,7 +26,7 @@ def dir_name(path: Path) -> str:
 def write_bytes_atomic(path: Path, chunks: Iterable[bytes | memoryview]) -> None:
     """Write to a temporary sibling, then rename it over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _temp_sibling(path)
+    tmp = temp_sibling(path)
     try:
         with tmp.open("xb") as handle:
             for chunk in chunks:
@@ -51,7 +54,7 @@ def atomic_directory(
     """
     out = out.resolve() if out.is_symlink() else out
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _temp_sibling(out)
+    tmp = temp_sibling(out)
     tmp.mkdir()
     try:
         yield tmp
@@ -120,6 +123,26 @@ def _carry_over(old: Path, new: Path, owned: Callable[[PurePosixPath], bool]) ->
                 (new / relative).mkdir(parents=True, exist_ok=True)
 
 
+HOST = hashlib.blake2s(socket.gethostname().encode(), digest_size=4).hexdigest()
+"""This host's tag in the names of temporaries: on a file system that several hosts share, a
+temporary's pid says whether its writer lives only on the writer's own host."""
+_WRITER = re.compile(r"^(?P<pid>\d+)(?:\.(?P<host>[0-9a-f]{8})?[0-9a-f]{8})?\.tmp")
+
+
+def writer(name: str) -> tuple[int, str | None] | None:
+    """``(pid, host tag)`` of the writer of a temporary named ``.<name>.<pid>[.<tag>].tmp...``,
+    given what follows ``.<name>.`` (host None: a name without a host, of an older dapr);
+    None if it is no such name."""
+    match = _WRITER.match(name)
+    return None if match is None else (int(match["pid"]), match["host"])
+
+
+def writer_gone(pid: int, host: str | None) -> bool:
+    """Whether the writer of a temporary is known to be gone: a process of this host (or of an
+    unnamed one) that no longer exists. A writer on another host is never judged by its pid."""
+    return host in (None, HOST) and not pid_alive(pid)
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process of this host has ``pid`` (the writer of a temporary sibling)."""
     if pid <= 0:
@@ -133,9 +156,10 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def _temp_sibling(path: Path) -> Path:
-    """An unused hidden name next to ``path``."""
-    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+def temp_sibling(path: Path) -> Path:
+    """An unused hidden name next to ``path`` naming its writer: ``.<name>.<pid>.<host tag><random
+    hex>.tmp`` (see :func:`writer`)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{HOST}{secrets.token_hex(4)}.tmp")
 
 
 def _swap_in(new: Path, out: Path) -> None:

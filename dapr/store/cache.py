@@ -7,9 +7,11 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -124,42 +126,130 @@ class Cache:
         cache. Released when the holder exits, also when it is killed. The holder may delete the
         lock file (prune does, with the entry): a process that was waiting on it then finds its
         lock on a file no longer at the path and locks the path anew. Without ``wait``, a lock
-        held elsewhere is not waited for: the block runs without it, given False."""
+        held elsewhere is not waited for: the block runs without it, given False.
+
+        The lock is an ``flock`` of the lock file, in which the holder records itself (process
+        and host) and whose mtime it renews every :data:`HEARTBEAT` seconds. The kernel (or a
+        shared file system's lock service) frees it when its holder dies; where a shared file
+        system keeps locks per host, the record of a holder on another host whose heartbeat is
+        fresh is respected still, and one silent for :data:`STALE` seconds is taken over."""
         path = self.lock_path(kind, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         while True:
             handle = path.open("a+")
             try:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
+                if not _try_lock(handle, 0.2 if wait else 0):
                     if not wait:
                         handle.close()
                         yield False
                         return
-                    handle.seek(0)
-                    holder = handle.read().strip() or "another process"
-                    print(
-                        f"dapr: waiting for {kind}/{key}, which {holder} is computing",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+                    _say_waiting(kind, key, handle)
                     fcntl.flock(handle, fcntl.LOCK_EX)
+                here = _still_at(handle, path)
+                elsewhere = here and _held_elsewhere(kind, key, handle, wait)
             except BaseException:
                 handle.close()
                 raise
-            if _still_at(handle, path):
+            if here and not elsewhere:
                 break
             handle.close()  # its holder removed the lock file (prune): lock the path anew
+            if elsewhere:  # only without ``wait``: a holder on another host has it
+                yield False
+                return
         with handle:
             handle.seek(0)
             handle.truncate()
             handle.write(f"process {os.getpid()} on {socket.gethostname()}")
             handle.flush()
+            beating = threading.Event()
+            heart = threading.Thread(target=_beat, args=(handle.fileno(), beating), daemon=True)
+            heart.start()
             try:
                 yield True
             finally:
+                beating.set()
+                heart.join()
+                handle.truncate(0)  # released: no holder recorded
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+HEARTBEAT = 5.0
+"""Seconds between a lock holder's heartbeats (the lock file's mtime)."""
+STALE = 60.0
+"""Seconds without a heartbeat after which a lock recorded by a holder on another host is
+taken over (``DAPR_LOCK_STALE`` overrides); a holder on this host is judged by the kernel."""
+_RECORD = re.compile(r"^process (?P<pid>\d+) on (?P<host>\S+)$")
+
+
+def _beat(fd: int, stop: threading.Event) -> None:
+    """Renew the lock file's mtime every :data:`HEARTBEAT` seconds until ``stop`` is set."""
+    while not stop.wait(HEARTBEAT):
+        with contextlib.suppress(OSError):
+            os.utime(fd)
+
+
+def _record(handle: Any) -> tuple[str, float]:
+    """The holder a lock file records (empty: none) and its age: seconds since its heartbeat."""
+    handle.seek(0)
+    text = handle.read().strip()
+    return text, time.time() - os.fstat(handle.fileno()).st_mtime
+
+
+def _try_lock(handle: Any, seconds: float) -> bool:
+    """Take the ``flock`` of ``handle`` if it is free within ``seconds`` (a lock held briefly,
+    or being released, is not reported as waited for)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
+
+def _say_waiting(kind: str, key: str, handle: Any) -> None:
+    holder, age = _record(handle)
+    for _ in range(50):  # a holder records itself just after it takes the lock
+        if holder:
+            break
+        time.sleep(0.02)
+        holder, age = _record(handle)
+    print(
+        f"dapr: waiting for {kind}/{key}, which {holder or 'another process'} is computing"
+        + (f" (heartbeat {age:.0f} s ago)" if holder else ""),
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _held_elsewhere(kind: str, key: str, handle: Any, wait: bool) -> bool:
+    """With the ``flock`` of ``handle`` held: whether the lock's record names a living holder
+    nonetheless (on another host, heartbeat fresh: the file system's locks are per host);
+    waits (with ``wait``) until that holder releases it or its heartbeat stops. A record left
+    by a holder that died (killed: it could not clear it) is taken over with a line saying so."""
+    stale = float(os.environ.get("DAPR_LOCK_STALE") or STALE)
+    said = False
+    while True:
+        holder, age = _record(handle)
+        match = _RECORD.match(holder)
+        if not holder or match is None:
+            return False
+        if match["host"] == socket.gethostname() or age >= stale:
+            why = "gone" if match["host"] == socket.gethostname() else f"silent for {age:.0f} s"
+            print(
+                f"dapr: taking over the lock of {kind}/{key} from {holder} ({why})",
+                file=sys.stderr,
+                flush=True,
+            )
+            return False
+        if not wait:
+            return True
+        if not said:
+            _say_waiting(kind, key, handle)
+            said = True
+        time.sleep(min(1.0, HEARTBEAT))
 
 
 def _still_at(handle: Any, path: Path) -> bool:

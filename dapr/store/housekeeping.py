@@ -6,8 +6,9 @@ contextualization store ``key.sqlite`` (kind ``contexts``, with its ``-wal``/``-
 table ``key.db``. Hidden names are locks (``.key.lock``) and the temporaries of atomic writes
 (``.key.<pid>.<hex>.tmp``, ``.<file>.<pid>.tmp``), which a killed writer leaves behind.
 
-Temporaries are stale when no process of this host has their pid: writers on other hosts that
-share the cache must hold the entry's lock while they write, which prune takes too.
+A temporary's name tells its writer's pid and host (:func:`dapr.io.files.writer`). One of this
+host is stale when no process has its pid; one of another host sharing the cache is never judged
+by its pid: it is stale once unchanged for :data:`FOREIGN_HOURS` with its entry's lock free.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
 import shutil
 import sqlite3
 import time
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from dapr.io.files import pid_alive
+from dapr.io.files import HOST, temp_sibling, writer, writer_gone
 from dapr.store.cache import _COMPLETE, QUARANTINE, Cache
 from dapr.store.checksums import CHECKSUMS, damage
 
@@ -35,8 +35,12 @@ KEPT = {("contexts", "costs")}
 _PARTIAL = ".partial"
 """Entries prune never removes: the record of what contextualizing each corpus cost."""
 _TEMPORARY = re.compile(
-    r"^\.(?P<key>.+?)\.(?P<pid>\d+)(?:\.[0-9a-f]{8})?\.tmp(?:\.old|-journal|-wal|-shm)?$"
+    r"^\.(?P<key>.+?)\.(?P<writer>\d+(?:\.[0-9a-f]{8}(?:[0-9a-f]{8})?)?\.tmp)"
+    r"(?:\.old|-journal|-wal|-shm)?$"
 )
+FOREIGN_HOURS = 1.0
+"""How long a temporary of another host's writer stays unchanged before prune removes it (and
+only while its entry's lock is free: cache writers hold it)."""
 BUSY_SECONDS = 1.0
 """How long prune waits for a SQLite store's lock before leaving it (it is in use)."""
 
@@ -92,7 +96,14 @@ def entries(cache: Cache) -> list[Entry]:
 
 def stale_temporaries(cache: Cache) -> list[Path]:
     """Leftovers of atomic writes whose writer process is gone (never one of a live process)."""
-    return [path for path, _, pid in _temporaries(cache) if not pid_alive(pid)]
+    return [path for path, _, by in _temporaries(cache) if _stale(path, by)]
+
+
+def _stale(path: Path, by: tuple[int, str | None]) -> bool:
+    """Whether the temporary ``path`` of writer ``by`` is left over (see the module's text)."""
+    if by[1] in (None, HOST):
+        return writer_gone(*by)
+    return time.time() - _newest(path) >= FOREIGN_HOURS * 3600
 
 
 def prune(
@@ -128,15 +139,16 @@ def prune(
         return limit is None or now - entry.used >= limit
 
     removed = []
-    for path, key, pid in _temporaries(cache):
-        if pid_alive(pid):
+    for path, key, by in _temporaries(cache):
+        if not _stale(path, by):
             continue
         entry = Entry(path.parent.name, path.name, path, _size(path), _mtime(path), False, True)
         if dry_run:
             removed.append(entry)
             continue
-        with cache.lock(entry.kind, key):
-            if _exists(path):
+        mine = by[1] in (None, HOST)  # else: only with the lock free (its writer's hold is gone)
+        with cache.lock(entry.kind, key, wait=mine) as held:
+            if held and _exists(path):
                 _remove(path)
                 removed.append(entry)
             if not _exists(cache.path(entry.kind, key)):
@@ -219,14 +231,15 @@ def _kinds(cache: Cache) -> list[Path]:
     )
 
 
-def _temporaries(cache: Cache) -> list[tuple[Path, str, int]]:
-    """``(path, key, writer pid)`` of every temporary of an atomic write."""
+def _temporaries(cache: Cache) -> list[tuple[Path, str, tuple[int, str | None]]]:
+    """``(path, key, writer)`` of every temporary of an atomic write (writer: pid, host tag)."""
     found = []
     for folder in _kinds(cache):
         for child in folder.iterdir():
             match = _TEMPORARY.match(child.name)
-            if match:
-                found.append((child, match["key"], int(match["pid"])))
+            by = writer(match["writer"]) if match else None
+            if match and by is not None:
+                found.append((child, match["key"], by))
     return sorted(found)
 
 
@@ -301,7 +314,7 @@ def _remove(path: Path) -> None:
     """Delete a file (and its SQLite companions) or a directory. A directory is first renamed to
     a temporary name of this process, so one half deleted is never taken for an entry."""
     if path.is_dir() and not path.is_symlink():
-        doomed = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        doomed = temp_sibling(path)
         os.rename(path, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
         return

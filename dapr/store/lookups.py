@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from dapr.io.files import temp_sibling
 from dapr.store.cache import Cache, content_key
 
 KIND = "precomputed"
@@ -40,8 +41,7 @@ def lookup(
 
 def _build(path: Path, rows: Iterable[tuple[str, str]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
+    tmp = temp_sibling(path)
     db = sqlite3.connect(tmp)
     try:
         db.execute("CREATE TABLE lookup (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
