@@ -77,6 +77,24 @@ def resolve(name: str) -> str:
     return str(cached) if cached.is_dir() else hub_id
 
 
+def offline_copy(name: str) -> str | None:
+    """Where the weights of ``name`` are on this machine, so that loading it needs no hub: a
+    local directory (a path, a package that ships them, :func:`local_copy`, a trained model) or
+    the hub's local cache; None when they are not here. Looks at files, loads nothing."""
+    try:
+        path = resolve(name)
+    except DaprError:  # trained/<name> that was not trained
+        return None
+    if Path(path).is_dir():
+        return path
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(path, local_files_only=True)
+    except Exception:  # noqa: BLE001 - any failure means: not in the local hub cache
+        return None
+
+
 def local_copy(name: str) -> Path:
     """Where a user may place a model downloaded elsewhere: ``$DAPR_HOME/models/<org>__<name>``."""
     return home() / "models" / ALIASES.get(name, name).replace("/", "__")

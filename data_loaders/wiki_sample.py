@@ -386,6 +386,7 @@ class WikiSample(Adapter):
 
     name = NAME
     origin = "about 100 Wikipedia articles from gensim's test data (CC BY-SA), built locally"
+    builds_at_first_use = True
 
     @property
     def prepared(self) -> Path:

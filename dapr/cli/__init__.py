@@ -10,10 +10,21 @@ import sys
 import threading
 from collections.abc import Iterator
 
-from dapr.cli import cache, contextualize, data, evaluate, plugins, results, run, runs, train
+from dapr.cli import (
+    cache,
+    check,
+    contextualize,
+    data,
+    evaluate,
+    plugins,
+    results,
+    run,
+    runs,
+    train,
+)
 from dapr.errors import DaprError, os_error
 
-GROUPS = (run, train, data, contextualize, results, runs, evaluate, cache, plugins)
+GROUPS = (run, check, train, data, contextualize, results, runs, evaluate, cache, plugins)
 """In the order ``dapr --help`` lists them."""
 
 

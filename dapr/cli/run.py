@@ -12,31 +12,7 @@ from pathlib import Path
 
 def add(commands: argparse._SubParsersAction) -> None:
     run = commands.add_parser("run", help="run an experiment file")
-    run.add_argument("file", type=Path)
-    run.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a setting, e.g. --set split=dev or --set fusion.f.args.alpha=0.3",
-    )
-    run.add_argument(
-        "--variant",
-        metavar="NAME",
-        help="apply the overrides the file's variants: gives NAME (e.g. full), before any --set",
-    )
-    run.add_argument(
-        "--out",
-        type=Path,
-        help="output directory (default results/<experiment>, and results/<experiment>@<the "
-        "variant and --set overrides> when there are any)",
-    )
-    run.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace results of another configuration of the experiment in the output directory",
-    )
+    plan_options(run)
     run.add_argument(
         "--profile",
         action="store_true",
@@ -57,6 +33,44 @@ def add(commands: argparse._SubParsersAction) -> None:
     run.set_defaults(handler=_run)
 
 
+def plan_options(parser: argparse.ArgumentParser) -> None:
+    """The arguments that decide what a run does and where its results go, shared by ``dapr
+    run`` and ``dapr check``."""
+    parser.add_argument("file", type=Path)
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting, e.g. --set split=dev or --set fusion.f.args.alpha=0.3",
+    )
+    parser.add_argument(
+        "--variant",
+        metavar="NAME",
+        help="apply the overrides the file's variants: gives NAME (e.g. full), before any --set",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="output directory (default results/<experiment>, and results/<experiment>@<the "
+        "variant and --set overrides> when there are any)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace results of another configuration of the experiment in the output directory",
+    )
+
+
+def output_dir(args: argparse.Namespace, experiment) -> Path:
+    """Where the results of ``experiment`` go: ``--out``, else ``results/<experiment>`` (with
+    the variant and ``--set`` overrides); one directory per dataset of a grid."""
+    name, _, dataset = experiment.name.partition("/")  # a grid's experiments: <name>/<dataset>
+    out = args.out or Path("results") / (name + overridden(args.overrides, args.variant))
+    return out / dataset if dataset else out
+
+
 def _run(args: argparse.Namespace) -> int:
     from dapr.experiment.config import load_grid
     from dapr.experiment.results import check_output
@@ -64,10 +78,7 @@ def _run(args: argparse.Namespace) -> int:
     experiments = load_grid(args.file, args.overrides, args.variant)
     outs = []
     for experiment in experiments:
-        # one experiment per dataset of a grid, named <name>/<dataset>: a directory each
-        name, _, dataset = experiment.name.partition("/")
-        out = args.out or Path("results") / (name + overridden(args.overrides, args.variant))
-        outs.append(out / dataset if dataset else out)
+        outs.append(output_dir(args, experiment))
         check_output(outs[-1], experiment, args.overwrite)  # before any work
     ran = [()] * len(experiments)
     if args.ray or args.ray_address:

@@ -57,6 +57,9 @@ class Adapter:
     raw_files: tuple[RawFile, ...] = ()
     hub_repo: str | None = None
     """The hub dataset that publishes a prebuilt copy (configs ``<name>-corpus`` etc.)."""
+    builds_at_first_use: bool = False
+    """Whether :meth:`load` builds the prepared copy itself, offline, from files a package
+    installed (wiki-sample), when there is none."""
 
     def __call__(self, **options: Any) -> Dataset:
         return self.load(**options)

@@ -149,15 +149,19 @@ def load_grid(
 ) -> list[Experiment]:
     """Like :func:`load`, for a file whose ``dataset`` may be a list: one experiment per
     dataset, each named ``<name>/<dataset>``."""
+    return [validate(raw, path) for raw in raw_grid(path, overrides, variant)]
+
+
+def raw_grid(path: Path, overrides: list[str] = (), variant: str | None = None) -> list[dict]:
+    """The settings of each experiment of the file, read and overridden but not validated (so
+    that ``dapr check`` reports each one's problem): one per dataset of a ``dataset:`` list."""
     raw = _overridden(path, overrides, variant)
     datasets = raw.get("dataset")
     if not isinstance(datasets, list):
-        return [validate(raw, path)]
+        return [raw]
     if not datasets or not all(isinstance(d, str) for d in datasets):
         raise ConfigError(
             f"{path}: dataset must be a name, a directory, or a non-empty list of them"
         )
     name = raw.get("name", path.stem)
-    return [
-        validate({**raw, "dataset": d, "name": f"{name}/{Path(d).name}"}, path) for d in datasets
-    ]
+    return [{**raw, "dataset": d, "name": f"{name}/{Path(d).name}"} for d in datasets]

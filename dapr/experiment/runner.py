@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import os
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -14,26 +12,20 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from dapr import evaluation, registry
-from dapr.data import RANKING, Dataset, Document, Queries, Run, Split
+from dapr.data import Dataset, Document, Queries, Run, Split
 from dapr.datasets import load_dataset
 from dapr.errors import DaprError
 from dapr.evaluation import Evaluation
 from dapr.evaluation import evaluate as evaluate_run
-from dapr.experiment.chain import Chain, chain_for
+from dapr.experiment import plan
+from dapr.experiment.chain import Chain
 from dapr.experiment.contextualize import Cost, contextualize_corpus, record_cost, recorded_cost
+from dapr.experiment.plan import with_language as with_language  # where it was
 from dapr.experiment.progress import Progress
 from dapr.experiment.spec import Experiment, FusionSpec, RetrieverSpec
 from dapr.experiment.train_sources import warn_if_trained_on
 from dapr.experiment.training import train_models
-from dapr.interfaces import (
-    BoundedReranker,
-    Described,
-    Resumable,
-    ScopingFuser,
-    identity_of,
-    scoring_of,
-    version_of,
-)
+from dapr.interfaces import BoundedReranker, Described, Resumable, ScopingFuser
 from dapr.store.cache import Cache, content_key
 
 
@@ -123,23 +115,12 @@ class Runner:
     def _retrieve(
         self, outcome: Outcome, system: str, spec: RetrieverSpec, queries: Queries
     ) -> Run:
-        dataset = outcome.dataset
-        factory = registry.retrievers.get(spec.name)
-        component = factory(**with_language(factory, spec.args, dataset.language))
-        chain = chain_for(spec.contextualizer, dataset) if spec.contextualizer else None
-        made_by = (
-            spec.name,
-            version_of(factory),
-            identity_of(component, spec.args),
-            spec.level if spec.level == "passage" else f"document: {Document.TEXT}",
-            chain.identity() if chain else None,
-        )
+        made = plan.retrieval(spec, outcome.dataset)  # the keys as dapr check plans them
+        component, chain = made.component, made.chain
         if spec.first_stage:
-            return self._rerank(outcome, system, spec, component, chain, made_by, queries)
-        index_key = content_key(*made_by, dataset.corpus.fingerprint)
-        scoring = scoring_of(factory)  # a change of search that keeps the index
-        ranking = RANKING if scoring is None else (RANKING, scoring)
-        run_key = content_key(index_key, _queries_hash(queries), self.experiment.depth, ranking)
+            return self._rerank(outcome, system, spec, component, chain, made.made_by, queries)
+        index_key = plan.index_key(made.made_by, outcome.dataset)
+        run_key = plan.search_key(index_key, made.factory, queries, self.experiment.depth)
         outcome.keys[system] = run_key
 
         def open_index():
@@ -186,7 +167,7 @@ class Runner:
         queries: Queries,
     ) -> Run:
         """Re-score the run of ``spec.first_stage`` with the texts of its items."""
-        key = content_key(*made_by, outcome.keys[spec.first_stage])
+        key = plan.rerank_key(made_by, outcome.keys[spec.first_stage])
         outcome.keys[system] = key
 
         def rerank() -> Run:
@@ -244,12 +225,10 @@ class Runner:
             outcome.costs[system] = recorded
 
     def _fuse(self, outcome: Outcome, system: str, spec: FusionSpec, queries: Queries) -> Run:
-        factory = registry.fusers.get(spec.name)
-        fuser = factory(**spec.args)
-        made_by = (spec.name, version_of(factory), spec.args)
+        fuser, made_by = plan.fusion_made_by(spec)
         if spec.passages:
             first, second = spec.passages
-            key = content_key(*made_by, outcome.keys[first], outcome.keys[second])
+            key = plan.fused_key(made_by, outcome.keys[first], outcome.keys[second])
             outcome.keys[system] = key
             return self._stored_run(
                 outcome,
@@ -261,9 +240,7 @@ class Runner:
         document_run = outcome.runs[spec.document]
         passage_key = outcome.keys[spec.passage]
         if isinstance(fuser, ScopingFuser):
-            passage_key = content_key(
-                "scope", fuser.scope_identity(), outcome.keys[spec.document], passage_key
-            )
+            passage_key = plan.scope_key(fuser, outcome.keys[spec.document], passage_key)
 
             def score() -> Run:
                 candidates = fuser.scope(document_run, outcome.dataset.corpus.ids)
@@ -273,7 +250,7 @@ class Runner:
             passage_run = self._stored_run(outcome, "score", system, passage_key, score)
         else:
             passage_run = outcome.runs[spec.passage]
-        key = content_key(*made_by, outcome.keys[spec.document], passage_key)
+        key = plan.fused_key(made_by, outcome.keys[spec.document], passage_key)
         outcome.keys[system] = key
 
         def fuse() -> Run:
@@ -340,18 +317,6 @@ def _head_items(run: Run, k: int | None) -> set[str]:
     return set(run.vocab[np.unique(codes)].tolist())
 
 
-def with_language(factory: object, args: dict, language: str) -> dict:
-    """``args`` plus the dataset's language, for a retriever that takes ``language`` (its
-    tokenizer depends on it) and was not given one; English, the default, is left implicit."""
-    if language == "en" or "language" in args:
-        return args
-    try:
-        takes = "language" in inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        takes = False
-    return {**args, "language": language} if takes else args
-
-
 def doc_codes(dataset: Dataset, passage_run: Run, document_run: Run) -> np.ndarray:
     """For each passage of ``passage_run.vocab``, its document's code in ``document_run.vocab``
     (-1 when the document run lacks the document, or the corpus the passage)."""
@@ -364,13 +329,6 @@ def doc_codes(dataset: Dataset, passage_run: Run, document_run: Run) -> np.ndarr
     found = codes >= 0
     codes[found] = run_code[codes[found]]
     return codes
-
-
-def _queries_hash(queries: Queries) -> str:
-    digest = hashlib.sha256()
-    for qid in sorted(queries):
-        digest.update(f"{len(qid)}:{qid}{len(queries[qid])}:{queries[qid]}".encode())
-    return digest.hexdigest()[:16]
 
 
 def describe(spec: RetrieverSpec | FusionSpec, exp: Experiment) -> dict[str, str]:

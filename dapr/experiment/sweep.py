@@ -17,6 +17,7 @@ from dapr.datasets import load_dataset
 from dapr.errors import ConfigError
 from dapr.experiment.runner import Outcome, Runner
 from dapr.experiment.spec import Experiment, Sweep
+from dapr.experiment.sweep_spec import with_value
 from dapr.store.cache import Cache
 
 
@@ -79,13 +80,6 @@ def run_sweep(experiment: Experiment, cache: Cache | None = None) -> SweepResult
         replace(experiment, metrics=metrics), sweep, result.chosen
     )
     return result
-
-
-def with_value(experiment: Experiment, sweep: Sweep, value: Any) -> Experiment:
-    """The experiment with the swept fusion argument set to ``value``."""
-    spec = experiment.fusion[sweep.system]
-    fused = replace(spec, args={**spec.args, sweep.argument: value})
-    return replace(experiment, fusion={**experiment.fusion, sweep.system: fused})
 
 
 def _scores(experiment: Experiment, sweep: Sweep, cache: Cache, dataset: Dataset) -> dict:

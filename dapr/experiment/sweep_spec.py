@@ -3,6 +3,7 @@ range), the split it tunes on and the metric it picks by."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,15 @@ from dapr import registry
 from dapr.errors import ConfigError
 from dapr.evaluation import parse_metric
 from dapr.experiment.arguments import check_args
-from dapr.experiment.spec import FusionSpec, Range, Sweep, check_fields, default, wrapped
+from dapr.experiment.spec import (
+    Experiment,
+    FusionSpec,
+    Range,
+    Sweep,
+    check_fields,
+    default,
+    wrapped,
+)
 
 MAX_SWEEP = 1000
 """Values a sweep may try (each is a fusion of the cached runs, evaluated on two splits)."""
@@ -90,3 +99,10 @@ def values_of(values: Any, path: Path) -> tuple[Any, ...]:
     return tuple(
         start + n * step if as_int else round(start + n * step, decimals) for n in range(count)
     )
+
+
+def with_value(experiment: Experiment, sweep: Sweep, value: Any) -> Experiment:
+    """The experiment with the swept fusion argument set to ``value``."""
+    spec = experiment.fusion[sweep.system]
+    fused = replace(spec, args={**spec.args, sweep.argument: value})
+    return replace(experiment, fusion={**experiment.fusion, sweep.system: fused})

@@ -1,0 +1,130 @@
+"""``dapr check``: validate an experiment file and print its plan, without running anything.
+
+The plan is what ``dapr run`` with the same options would do: its steps, each ``cached`` (in
+``$DAPR_HOME``'s cache) or to be ``computed``, the dataset and models it needs and whether they
+are on this machine, and the output directory. The cache keys come from the runner's own key
+functions (:mod:`dapr.experiment.plan`). Problems that would stop the run are one line each on
+stderr, and the exit status is then 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from dapr.cli import run
+
+
+def add(commands: argparse._SubParsersAction) -> None:
+    check = commands.add_parser(
+        "check",
+        help="validate an experiment file and print its plan (cached and computed steps, "
+        "models, dataset, output) without running it",
+    )
+    run.plan_options(check)
+    check.set_defaults(handler=_check)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from dapr.errors import ConfigError
+    from dapr.experiment.config import raw_grid
+    from dapr.experiment.validate import validate
+
+    problems: list[str] = []
+    experiments = []
+    for raw in raw_grid(args.file, args.overrides, args.variant):
+        try:
+            experiments.append(validate(raw, args.file))
+        except ConfigError as error:  # each experiment of a grid on its own line
+            problems.append(str(error))
+    for n, experiment in enumerate(experiments):
+        if n:
+            print()
+        problems += _show(experiment, args)
+    for problem in dict.fromkeys(problems):
+        print(f"dapr: error: {problem}", file=sys.stderr)
+    return 2 if problems else 0
+
+
+def _show(experiment, args: argparse.Namespace) -> list[str]:
+    """Print the plan of one experiment; its problems, one line each."""
+    from dapr.errors import DaprError
+    from dapr.experiment import plan
+    from dapr.experiment.results import METRICS, check_output
+    from dapr.store.cache import Cache
+
+    path, problems = args.file, []
+    out = run.output_dir(args, experiment)
+    try:
+        check_output(out, experiment, args.overwrite)
+        state = "replaces the results there" if (out / METRICS).is_file() else "new"
+    except DaprError as error:
+        problems.append(str(error))
+        state = "cannot be written, see below"
+    source = plan.dataset_source(experiment)
+    offline = {True: "offline", False: "needs the hub", None: "offline if already downloaded"}
+    dataset = None
+    if source.readable:
+        from dapr.datasets import load_dataset
+
+        try:
+            dataset = load_dataset(experiment.dataset, **experiment.dataset_args)
+        except DaprError as error:
+            problems.append(f"{path}: dataset: {error}")
+    if dataset is None:
+        steps = _unknown(experiment, "known once the dataset is read")
+    else:
+        found = plan.plan_steps(experiment, dataset, Cache().has)
+        steps = found.steps
+        problems += [f"{path}: {problem}" for problem in found.problems]
+
+    print(f"{experiment.name} ({path}), split {experiment.split}")
+    print(f"  dataset  {experiment.dataset}: {source.what} ({offline[source.offline]})")
+    print(f"  output   {out} ({state})")
+    for model, users in plan.models_needed(experiment).items():
+        print(f"  model    {model} ({', '.join(users)}): {_where(model, experiment)}")
+    width = max((len(step.system) for step in steps), default=0)
+    print("  steps")
+    for step in steps:
+        line = f"    {step.kind:<6} {step.system:<{width}}  {step.status:<8}"
+        extra = "  ".join(part for part in (step.entry, step.note) if part)
+        print(f"{line}  {extra}".rstrip())
+    counts = {status: sum(s.status == status for s in steps) for status in STATUSES}
+    print("  " + ", ".join(f"{n} {s}" for s, n in counts.items() if n or s != "unknown"))
+    return problems
+
+
+STATUSES = ("computed", "cached", "unknown")
+
+
+def _unknown(exp, why: str) -> list:
+    """The steps of a plan whose keys cannot be known yet: one per system."""
+    from dapr.experiment.plan import Planned
+
+    steps = [Planned("train", name, "unknown", note="decided when run") for name in exp.train]
+    steps += [
+        Planned("rerank" if spec.first_stage else "search", system, "unknown", note=why)
+        for system, spec in exp.retrievers.items()
+    ]
+    return steps + [Planned("fuse", system, "unknown", note=why) for system in exp.fusion]
+
+
+def _where(model: str, experiment) -> str:
+    """Whether ``model`` is on this machine, and where."""
+    import importlib.util
+
+    from dapr.checkpoints import offline_copy
+    from dapr.experiment.plan import trained_here
+
+    if trained_here(model, experiment):
+        return "trained first by this file's train: block"
+    found = offline_copy(model)
+    if found is None and model.isidentifier():  # a spaCy pipeline is a package
+        from dapr.contextualizers.spacy_models import installed_name
+
+        package = installed_name(model)
+        found = package if importlib.util.find_spec(package) is not None else None
+    if found is not None:
+        return f"offline, {Path(found)}"
+    return "not on this machine: from the hub at first use (offline, the run fails)"
