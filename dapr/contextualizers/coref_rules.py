@@ -278,6 +278,7 @@ class _Resolver:
         key = _key(span.text)
         if is_title or (self.title is not None and key == self.title.key):
             entity = self.title
+            assert entity is not None  # a title mention is found only when the title is known
             if entity.label is None and label is not None:
                 entity.label = label
             if not entity.mentions:

@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dapr.contextualizers.spacy_models import model_version as spacy_model_version
 from dapr.data import Document
 from dapr.errors import DaprError, check_choice
+
+if TYPE_CHECKING:
+    from spacy.pipeline import AttributeRuler, Sentencizer
 
 BACKENDS = ("native", "pke")
 INSTALL = 'install it with: pip install "dapr-ir[context]"'
@@ -151,10 +154,11 @@ class NativeTopicRank:
         nlp = prepare_like_pke(spacy_pipeline(spacy_model, NATIVE_EXCLUDE))
         self.rules = None
         if "attribute_ruler" in nlp.component_names:
-            self.rules = PosRules.compile(nlp.get_pipe("attribute_ruler").patterns)
+            ruler = cast("AttributeRuler", nlp.get_pipe("attribute_ruler"))
+            self.rules = PosRules.compile(ruler.patterns)
             if self.rules is not None and "attribute_ruler" in nlp.pipe_names:
                 nlp.disable_pipe("attribute_ruler")
-        sentencizer = nlp.get_pipe("sentencizer")
+        sentencizer = cast("Sentencizer", nlp.get_pipe("sentencizer"))
         self.stop_chars = frozenset(sentencizer.punct_chars)
         if "sentencizer" in nlp.pipe_names:
             nlp.disable_pipe("sentencizer")  # read_doc applies its rule on arrays

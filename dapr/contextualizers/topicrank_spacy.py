@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -13,6 +13,7 @@ from dapr.contextualizers.topicrank import CACHE_LIMIT, VALID_POS
 
 if TYPE_CHECKING:
     from spacy.language import Language
+    from spacy.tokenizer import Tokenizer
     from spacy.tokens import Doc
 
 
@@ -31,7 +32,8 @@ def prepare_like_pke(nlp: Language) -> Language:
     """Give a pipeline pke's reader set-up: a sentencizer and the hyphen-keeping infixes."""
     if "sentencizer" not in nlp.component_names:
         nlp.add_pipe("sentencizer")
-    nlp.tokenizer.infix_finditer = pke_infixes().finditer
+    tokenizer = cast("Tokenizer", nlp.tokenizer)  # spaCy's own, in the pipelines loaded here
+    tokenizer.infix_finditer = pke_infixes().finditer
     return nlp
 
 
@@ -99,7 +101,7 @@ class PosRules:
 
     def _named_ids(self) -> np.ndarray:
         if self._ids is None:
-            from spacy.strings import hash_string
+            from spacy.strings import hash_string  # type: ignore[attr-defined]  # compiled in; spaCy's strings.pyi omits it
 
             self._ids = np.array(sorted(hash_string(w) for w in self.words or ()), np.uint64)
         return self._ids
@@ -168,7 +170,7 @@ def read_doc(
     a tokenised, tagged doc; coarse tags from ``rules`` when given, else from the doc, and
     sentences split by the sentencizer's rule on ``stop_chars``."""
     from spacy.attrs import IS_PUNCT, ORTH
-    from spacy.strings import hash_string
+    from spacy.strings import hash_string  # type: ignore[attr-defined]  # compiled in; spaCy's strings.pyi omits it
 
     if rules is None:
         tags = np.array([t.pos_ or t.tag_ for t in doc], dtype=object)

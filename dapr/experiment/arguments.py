@@ -44,8 +44,9 @@ _SIMPLE_KIND = {int: "an integer", float: "a number", str: "a string", bool: "tr
 def check_arg_types(factory: Any, args: dict, path: Path, where: str) -> None:
     """Reject an argument whose constructor annotation is a plain ``int``, ``float``, ``str``
     or ``bool`` (or one of them or None) and whose value is not of that type."""
+    made: Any = factory  # not narrowed to type below: a class's __init__ is what it annotates
     try:
-        hints = typing.get_type_hints(factory.__init__ if isinstance(factory, type) else factory)
+        hints = typing.get_type_hints(made.__init__ if isinstance(factory, type) else made)
     except Exception:  # noqa: BLE001 - unresolvable annotations: nothing to check
         return
     for name, value in args.items():

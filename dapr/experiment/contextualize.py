@@ -241,7 +241,7 @@ def _stage(
     pending: deque[_Batch] = deque()
     for batch in itertools.chain(ahead, stream):
         ready = pool is not None and (pool.started or isinstance(pool, RayPool) or enough())
-        if batch.missing and ready:
+        if batch.missing and ready and pool is not None:  # (ready implies a pool)
             batch.future = pool.submit(index, batch.missing)
         elif batch.missing:
             batch.finish(store, timed(chain, index, batch.missing))

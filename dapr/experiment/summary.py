@@ -14,13 +14,14 @@ def rows(outcome: Outcome) -> list[dict[str, object]]:
     """One row per system: its name, level, the number of queries evaluated, the mean of every
     metric, and the published value of each metric the experiment's ``published:`` gives."""
     published = outcome.experiment.published
+    values = published.values if published is not None else {}
     found = []
     for system, evaluation in outcome.evaluations.items():
         first = next(iter(evaluation.per_query.values()), {})
         row = {"system": system, "level": outcome.levels[system], "queries": len(first)}
         row |= {m: evaluation.means[m] for m in outcome.experiment.metrics}
         for metric in published_metrics(outcome):
-            row[f"{metric} (published)"] = published.values.get(system, {}).get(metric)
+            row[f"{metric} (published)"] = values.get(system, {}).get(metric)
         found.append(row)
     return found
 
@@ -38,8 +39,9 @@ def markdown(outcome: Outcome) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|---|---|" + "---:|" * (len(columns) - 2)]
     for row in found:
         lines.append("| " + " | ".join(_cell(row[c]) for c in columns) + " |")
-    if published_metrics(outcome):
-        lines += ["", f"published: {outcome.experiment.published.source}"]
+    published = outcome.experiment.published
+    if published is not None and published_metrics(outcome):
+        lines += ["", f"published: {published.source}"]
     return "\n".join(lines) + "\n"
 
 
@@ -111,7 +113,7 @@ def cost_rows(
             "workers": str(cost.workers),
             "wall (this run)": _duration(cost.wall_seconds),
         }
-        if metric:
+        if metric and outcome is not None:  # (a metric implies an outcome)
             row[metric] = f"{outcome.evaluations[system].means[metric]:.4f}"
         rows.append(row)
     return rows

@@ -8,7 +8,7 @@ system -> fused passage results); :func:`fuse` is the fusion on two result frame
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -151,13 +151,14 @@ class DaprReranker(pt.Transformer):
     def __init__(self, name: str = "rerank", dataset: Source | None = None, **args: Any):
         where = Path(f"DaprReranker({name!r})")
         factory = registry.retrievers.get(name)
+        make: Callable[..., Reranker] = factory  # a class whose instances rerank, checked here
         if not isinstance(factory, Reranker):
             raise DaprError(f"{where}: {name!r} is not a reranker; use DaprRetriever({name!r})")
         args = with_preset(name, factory, args, "passage")
         check_args(factory, args, where, "args")
         self.name = name
         self.data = None if dataset is None else _data(dataset)
-        self.reranker = factory(**args)
+        self.reranker = make(**args)
 
     def __repr__(self) -> str:
         return f"DaprReranker({self.name!r})"
@@ -265,11 +266,10 @@ def fuse(
     each passage (``docno``) meets its document in ``dataset``, as ``dapr run`` fuses runs.
     ``fuser`` is a registered fuser's name with its ``args`` (``alpha=0.3``) or a fuser."""
     data = _data(dataset)
-    if isinstance(fuser, str):
-        fuser = _fuser(fuser, args)
+    chosen: Fuser = _fuser(fuser, args) if isinstance(fuser, str) else fuser
     document_run = frame_run(document, "fuse (document frame)")
     passage_run = frame_run(passage, "fuse (passage frame)")
-    fused = fuser.fuse(
+    fused = chosen.fuse(
         document_run, passage_run, doc_codes(data.dataset, passage_run, document_run)
     )
     return run_frame(fused, passage)

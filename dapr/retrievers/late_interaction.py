@@ -143,7 +143,7 @@ class LateInteraction:
         self._plaid: Any = None
 
     def identity(self) -> dict[str, Any]:
-        found = {
+        found: dict[str, Any] = {
             "model": self.model,
             "revision": revision(self.model),
             "query_maxlen": self.query_maxlen,

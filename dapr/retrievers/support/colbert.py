@@ -85,11 +85,12 @@ class ColBERTEncoder:
                 )
                 for i, vectors in zip(batch, torch.split(flat, counts)):
                     parts[i] = vectors.to(getattr(torch, dtype))
-        counts = [len(p) for p in parts]
+        encoded = [p for p in parts if p is not None]  # every one, each batch filled its own
+        counts = [len(p) for p in encoded]
         dim = self.config.dim
-        if not parts:
+        if not encoded:
             return np.zeros((0, dim), DTYPES[dtype]), counts
-        return torch.cat(parts).numpy(), counts
+        return torch.cat(encoded).numpy(), counts
 
 
 def maxsim(queries: torch.Tensor, vectors: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -251,6 +251,12 @@ def _blocks(part: Part, block: int) -> Iterator[tuple[int, torch.Tensor, torch.T
             yield first + lo, on_device, _lengths(on_device)
 
 
+def _cosine(q: torch.Tensor, x: torch.Tensor, lengths: torch.Tensor | None) -> torch.Tensor:
+    """Cosine scores of unit query vectors against rows of the given lengths."""
+    assert lengths is not None  # the rows' lengths come with every batch scored by cosine
+    return (q @ x.T) / lengths
+
+
 def _product(
     similarity: str, fallback: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 ) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]:
@@ -259,7 +265,7 @@ def _product(
     if similarity == "dot":
         return lambda q, x, _: q @ x.T
     if similarity == "cosine":
-        return lambda q, x, lengths: (q @ x.T) / lengths  # q: unit vectors already
+        return _cosine
     return lambda q, x, _: fallback(q, x)
 
 

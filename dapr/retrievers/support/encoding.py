@@ -74,8 +74,10 @@ class ShardedEncoder(ShardWriter, Protocol):
     """A retriever that :func:`encode_into` can fill a store for."""
 
     document_name: str
-    devices: Sequence[str] | None
     shard_size: int
+
+    @property
+    def devices(self) -> Sequence[str] | None: ...  # read only: a list or None serves
 
     def write_shard(self, chunk: Chunk, path: Path, pool: Any = None) -> None: ...
 

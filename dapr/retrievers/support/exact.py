@@ -63,10 +63,9 @@ class TopK:
         if self.ranks is not None and 0 < n < width:
             # rows where more items tie with the last kept score than were kept
             last = values[:, -1:]
-            split = ((scores >= last).sum(dim=1) > n) & (last[:, 0] > self.floor)
-            split = split.nonzero().flatten().tolist()
+            tied = ((scores >= last).sum(dim=1) > n) & (last[:, 0] > self.floor)
             ranks = self.ranks[offset : offset + width]
-            for row in split:
+            for row in tied.nonzero().flatten().tolist():
                 pick = torch.topk(_keys(scores[row], ranks), n).indices
                 values[row], indices[row] = scores[row, pick], pick
         merged_scores = torch.cat([self.scores, values], dim=1)

@@ -194,7 +194,7 @@ def _tolerate_detached_git() -> None:
         except Exception:  # noqa: BLE001 - GitPython's errors for unusual checkouts
             return {"hostname": socket.gethostname(), "cmd": " ".join(sys.argv)}
 
-    metadata.tolerant = True
+    metadata.tolerant = True  # type: ignore[attr-defined]  # marks the wrapper as installed
     base_config.get_metadata_only = metadata
 
 
