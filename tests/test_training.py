@@ -262,10 +262,15 @@ def test_a_trained_cross_encoder_reranks_a_first_stage(tiny_encoder, tmp_path, c
     assert max(int(line.split()[3]) for line in run) == 5 and "reranked" in metrics
     # a cross-encoder needs negatives, and takes its own loss
     file.write_text(
-        CROSS.format(model=tiny_encoder).replace("negatives: {mined: bm25, count: 2}", "loss: mnrl")
+        CROSS.format(model=tiny_encoder).replace(
+            "negatives: {mined: bm25, count: 2}", "loss: cached_mnrl"
+        )
     )
     assert main(["train", str(file)]) == 2
-    assert "unknown loss 'mnrl' for a cross model; choose from: bce" in capsys.readouterr().err
+    assert (
+        "unknown loss 'cached_mnrl' for a cross model; choose from: bce, listnet, mnrl"
+        in capsys.readouterr().err
+    )
     file.write_text(
         CROSS.format(model=tiny_encoder).replace(
             "negatives: {mined: bm25, count: 2}", "min_grade: 1"

@@ -209,11 +209,11 @@ def test_the_recipes_carry_the_papers_thresholds_metrics_and_numbers():
 
 
 def test_a_cross_encoder_that_leaves_nothing_is_warned_about(capsys):
-    from dapr.experiment.training import _warn_if_nothing
+    from dapr.experiment.train_cross import warn_if_nothing
 
-    _warn_if_nothing("de", {"below": 0.1, "scored": [3, 2], "removed": [1, 2]}, None)
+    warn_if_nothing("de", {"below": 0.1, "scored": [3, 2], "removed": [1, 2]}, None)
     assert capsys.readouterr().err == ""  # some negatives left
-    _warn_if_nothing("de", {"below": 0.1, "scored": [3, 2], "removed": [3, 2]}, {"examples": 0})
+    warn_if_nothing("de", {"below": 0.1, "scored": [3, 2], "removed": [3, 2]}, {"examples": 0})
     lines = capsys.readouterr().err.splitlines()
     assert lines == [
         "dapr: warning: train.de: the cross-encoder scored every mined candidate at or above "

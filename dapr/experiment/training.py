@@ -15,7 +15,6 @@ import dataclasses
 import json
 import os
 import shutil
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -25,6 +24,14 @@ from dapr.data import Dataset, Split
 from dapr.errors import ConfigError, DaprError
 from dapr.experiment.chain import chain_for
 from dapr.experiment.spec import Experiment, RetrieverSpec, TrainSpec, check_fields, default
+from dapr.experiment.train_cross import (
+    check_cross,
+    denoised,
+    fit_cross,
+    pseudo,
+    teacher_examples,
+    warn_if_nothing,
+)
 from dapr.experiment.train_sources import (
     add_counts,
     check_sources,
@@ -88,6 +95,7 @@ def train_spec(name: Any, spec: Any, path: Path, retrievers: dict[str, Retriever
             f"{path}: {where}.negatives.mined: {mined!r} is not a passage-level retriever of "
             f"this experiment; choose from: {', '.join(choices) or 'none defined'}"
         )
+    check_cross(spec, kind, retrievers, path, where)
     if spec.get("augment"):
         _check_augment(spec["augment"], retrievers, path, f"{where}.augment")
     workers = spec.get("workers", 1)
@@ -202,6 +210,9 @@ def _train_one(
         _run_on(experiment, runner, d, mined_system, s) if mined_system else (None, None)
         for d, s in sources
     ]
+    teacher = spec.distill.get("teacher") if spec.distill else None
+    taught = [_run_on(experiment, runner, d, teacher, s) if teacher else (None, None)
+              for d, s in sources]  # fmt: skip
     denoiser = spec.negatives.get("denoise")
     augmented, augmented_key, augment_queries = None, None, None
     if spec.augment:
@@ -229,20 +240,24 @@ def _train_one(
         revision(spec.augment["model"]) if spec.augment else None,
         spec.loss,
         settings.identity(),
+        *([spec.head] if spec.head != "fresh" else []),  # keys made before heads stay
+        *([spec.distill, [k for _, k in taught]] if teacher else []),
     )
     status = "cached"
     started = time.perf_counter()
     with cache.lock("models", key):
         if not cache.valid("models", key):
             status = "computed"
-            rows, denoising, trained_on, texts = [], None, [], None
-            for (source, split_name), chain, (mined_run, _) in zip(sources, chains, mined):
+            rows, denoising, trained_on, texts, distilled = [], None, [], None, []
+            for (source, split_name), chain, (mined_run, _), (teacher_run, _) in zip(
+                sources, chains, mined, taught
+            ):
                 split = source.split(split_name)
                 source_texts = dict(runner.passage_texts(source, chain, f"train {name}"))
                 if source is dataset:
                     texts = source_texts
                 if denoiser:
-                    mined_run, counts = _denoised(denoiser, mined_run, split, source_texts)
+                    mined_run, counts = denoised(denoiser, mined_run, split, source_texts)
                     denoising = add_counts(denoising, counts)
                 where = f"train.{name}: {source.name}/{split_name}: " if spec.sources else ""
                 try:
@@ -261,26 +276,30 @@ def _train_one(
                 except DaprError as e:
                     raise DaprError(f"{where}{e}") from None
                 trained_on.append(describe_source(source, split_name, split))
+                if teacher_run is not None:
+                    distilled += teacher_examples(
+                        spec.distill, teacher_run, split.queries, source_texts, settings.seed
+                    )
             augmentation = None
             if augmented is not None:
                 if texts is None:  # the augmentation run is over the experiment's corpus
                     chain = chain_for(spec.contextualizer, dataset) if spec.contextualizer else None
                     texts = dict(runner.passage_texts(dataset, chain, f"train {name}"))
-                pseudo, augmentation = _pseudo(
+                labelled, augmentation = pseudo(
                     spec.augment, augmented, augment_queries, texts, rows
                 )
-                rows += pseudo
-            _warn_if_nothing(name, denoising, augmentation)
+                rows += labelled
+            warn_if_nothing(name, denoising, augmentation)
             since = progress.started("train", name, f"{len(rows):,} examples")
             with cache.writing("models", key, resume=True) as entry:
                 gpus = experiment.resources.get("gpus_per_job", 0)
-                record = _fit(spec, rows, entry, settings, progress.line, gpus)
+                record = _fit(spec, rows, entry, settings, progress.line, gpus, distilled)
                 if denoising is not None:
                     record["denoising"] = denoising
                 if augmentation is not None:
                     record["augmentation"] = augmentation
                 write_card(entry, name, spec, trained_on, record)
-                for old in (entry / "checkpoints").glob("checkpoint-*"):
+                for old in entry.glob("**/checkpoints/checkpoint-*"):
                     shutil.rmtree(old, ignore_errors=True)
             progress.finished("train", name, since, f"{record['steps']} steps")
     path = cache.path("models", key) / "model"
@@ -345,73 +364,21 @@ def _augment_queries(name: str, augment: dict, dataset: Dataset) -> dict[str, st
     return queries
 
 
-def _cross_scorer(name: str):
-    """Relevance probabilities of (query, passage) pairs by the cross-encoder ``name``."""
-    from sentence_transformers import CrossEncoder
-
-    from dapr.checkpoints import load
-
-    model = load(CrossEncoder, name)
-    return lambda pairs: model.predict(list(pairs), batch_size=32, show_progress_bar=False)
-
-
-def _denoised(denoiser: dict, mined: Any, split: Any, texts: dict) -> tuple[Any, dict]:
-    """The mined run without what the cross-encoder ``denoiser`` names scores at or above
-    its threshold, and the counts per rank (for the model card)."""
-    from dapr.training.denoise import denoise
-
-    below, depth = denoiser.get("below", 0.1), denoiser.get("depth", 50)
-    score = _cross_scorer(denoiser["model"])
-    done = denoise(mined, split.queries, split.qrels, texts, score, below, depth)
-    counts = {"model": denoiser["model"], "below": below, "depth": depth}
-    counts |= {"scored": list(done.scored), "removed": list(done.removed)}
-    return done.run, counts
-
-
-def _pseudo(augment: dict, run: Any, queries: dict, texts: dict, rows: list) -> tuple[list, dict]:
-    """Pseudo-labelled examples from the cross-encoder ``augment`` names, each with as many
-    negatives as the labelled ``rows`` have, and the counts for the model card."""
-    from dapr.training.augment import pseudo_labelled
-
-    negatives = min(len(row.negatives) for row in rows)
-    pseudo, counts = pseudo_labelled(
-        run,
-        queries,
-        texts,
-        _cross_scorer(augment["model"]),
-        augment.get("depth", 20),
-        augment.get("positive_above", 0.9),
-        augment.get("negative_below", 0.1),
-        negatives,
-    )
-    source = {k: augment[k] for k in ("dataset", "split", "queries") if k in augment}
-    return pseudo, {"model": augment["model"], **source, **counts}
-
-
-def _warn_if_nothing(name: str, denoising: dict | None, augmentation: dict | None) -> None:
-    """A warning on stderr when the cross-encoder left no negative or labelled no query."""
-    if denoising and sum(denoising["removed"]) == sum(denoising["scored"]) > 0:
-        print(f"dapr: warning: train.{name}: the cross-encoder scored every mined candidate at "
-              f"or above {denoising['below']}, so no negative is left; is it calibrated?",
-              file=sys.stderr)  # fmt: skip
-    if augmentation and not augmentation["examples"]:
-        print(f"dapr: warning: train.{name}: augmentation labelled no example (no query has "
-              "both a pseudo-positive and a pseudo-negative)", file=sys.stderr)  # fmt: skip
-
-
 def _fit(
-    spec: TrainSpec, rows: list, entry: Path, settings: Any, log: Any, experiment_gpus: float
+    spec: TrainSpec,
+    rows: list,
+    entry: Path,
+    settings: Any,
+    log: Any,
+    experiment_gpus: float,
+    teacher: list,
 ) -> dict:
-    """Train ``spec``'s model on ``rows`` into the cache entry ``entry``."""
-    from dapr.checkpoints import load, sentence_transformer
+    """Train ``spec``'s model on ``rows`` (a cross-encoder after distilling ``teacher``) into
+    the cache entry ``entry``."""
+    from dapr.checkpoints import sentence_transformer
 
     if spec.kind == "cross":
-        from sentence_transformers import CrossEncoder
-
-        from dapr.training.cross import train_cross_encoder
-
-        model = load(CrossEncoder, spec.model, num_labels=1)
-        return train_cross_encoder(model, rows, entry, spec.loss, settings, log)
+        return fit_cross(spec, rows, entry, settings, log, teacher)
     if spec.workers > 1:  # Ray Train: on the cluster of --ray-address, else a local Ray
         import ray
 

@@ -1,22 +1,85 @@
-"""Cross-encoder training with sentence-transformers' ``CrossEncoderTrainer``: each example gives
-its positive (label 1, or its grade scaled to [0, 1] for graded judgements) and its negatives
-(label 0), fitted with binary cross-entropy; RocketQA trains its cross-encoder at 1e-5. The
-result re-ranks in ``dapr run`` as ``{name: rerank, args: {model: trained/<name>}}``."""
+"""Cross-encoder training with sentence-transformers' ``CrossEncoderTrainer``.
+
+Each example gives its positive (label 1, or its grade scaled to [0, 1] for graded judgements)
+and its negatives (label 0). The loss is one of :data:`LOSSES`; RocketQA trains its
+cross-encoder with binary cross-entropy at 1e-5. Optionally the model first learns to order
+passages as a *teacher* does (a retriever's scores over its top candidates, unlabelled:
+MarginMSE on the teacher's margins), which gives a fresh head a ranking to start from before the
+labels refine it. The result re-ranks in ``dapr run`` as ``{name: rerank, args: {model:
+trained/<name>}}``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from dapr.errors import DaprError
 from dapr.training.dual import Settings, fit
-from dapr.training.examples import Example
+from dapr.training.examples import Example, uniform
 
 ROCKETQA = Settings(learning_rate=1e-5)
 """RocketQA's cross-encoder learning rate, otherwise the defaults."""
-LOSSES = ("bce",)
-"""``bce``: binary cross-entropy on the labels (soft labels for graded judgements)."""
+LOSSES = ("bce", "listnet", "mnrl")
+"""``bce``: binary cross-entropy on each (query, passage) label (soft labels for graded
+judgements), ``batch_size`` pairs a step; ``listnet``: a softmax over each query's positive and
+negatives against its labels; ``mnrl``: the positive against the query's negatives and four other
+queries' positives. For the two listwise losses ``batch_size`` counts queries."""
+HEADS = ("fresh", "prior")
+"""How the classification head starts: ``fresh`` (as the model loads it) or ``prior`` (its bias
+set to the log-odds of the positives' share, so the first steps start at the base rate's loss)."""
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A distillation row: a query, the teacher's best passage then others, and the teacher's
+    scores for them (standardised within the query's candidates)."""
+
+    query: str
+    passages: tuple[str, ...]
+    scores: tuple[float, ...]
+
+
+def teacher_rows(
+    run: Mapping[str, Mapping[str, float]],
+    queries: Mapping[str, str],
+    texts: Mapping[str, str],
+    depth: int = 20,
+    count: int = 3,
+    seed: int = 0,
+) -> list[Scored]:
+    """Per query of ``run``: its best candidate and ``count`` others drawn from its top
+    ``depth``, with the run's scores minus their mean over that top, over their standard
+    deviation (a BM25 and a cosine teacher then give margins of one scale). Judgements play no
+    part: any queries will do. Queries with fewer than ``count + 1`` candidates, or all of one
+    score, are left out."""
+    rng = random.Random(seed)
+    rows = []
+    for qid in sorted(run):
+        ranked = sorted(
+            ((p, s) for p, s in run[qid].items() if p in texts), key=lambda x: (-x[1], x[0])
+        )[:depth]
+        if qid not in queries or len(ranked) < count + 1:
+            continue
+        values = [s for _, s in ranked]
+        mean = sum(values) / len(values)
+        spread = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+        if spread == 0:
+            continue
+        chosen = [ranked[0], *sorted(rng.sample(ranked[1:], count), key=lambda x: -x[1])]
+        rows.append(
+            Scored(
+                queries[qid],
+                tuple(texts[p] for p, _ in chosen),
+                tuple((s - mean) / spread for _, s in chosen),
+            )
+        )
+    return rows
 
 
 def pairs(rows: Sequence[Example]) -> dict[str, list]:
@@ -31,6 +94,26 @@ def pairs(rows: Sequence[Example]) -> dict[str, list]:
     return found
 
 
+def lists(rows: Sequence[Example]) -> dict[str, list]:
+    """The rows as (query, [positive, negatives...], [label, 0...]) columns, for listnet."""
+    rows = uniform(rows)
+    return {
+        "query": [r.query for r in rows],
+        "docs": [[r.positive, *r.negatives] for r in rows],
+        "labels": [[float(r.label)] + [0.0] * len(r.negatives) for r in rows],
+    }
+
+
+def triples(rows: Sequence[Example]) -> dict[str, list]:
+    """The rows as (query, positive, negative_1...) columns, for mnrl."""
+    rows = uniform(rows)
+    found: dict[str, list] = {"query": [r.query for r in rows]}
+    found["positive"] = [r.positive for r in rows]
+    for n in range(len(rows[0].negatives)):
+        found[f"negative_{n + 1}"] = [r.negatives[n] for r in rows]
+    return found
+
+
 def train_cross_encoder(
     model: Any,
     rows: Sequence[Example],
@@ -38,32 +121,121 @@ def train_cross_encoder(
     loss: str = "bce",
     settings: Settings = ROCKETQA,
     log: Callable[[str], None] | None = None,
+    head: str = "fresh",
+    teacher: Sequence[Scored] = (),
+    teacher_epochs: float = 1.0,
 ) -> dict[str, Any]:
-    """Fit ``model`` (a CrossEncoder with one output) on ``rows``; checkpoints and the final
-    model as :func:`dapr.training.dual.train_dual_encoder` writes them."""
+    """Fit ``model`` (a CrossEncoder with one output) on ``rows``, after distilling ``teacher``
+    rows into it for ``teacher_epochs`` when given (into ``out/distill``; a finished
+    distillation is loaded, not redone); checkpoints and the final model as
+    :func:`dapr.training.dual.train_dual_encoder` writes them."""
     from datasets import Dataset
-    from sentence_transformers.cross_encoder import (
-        CrossEncoderTrainer,
-        CrossEncoderTrainingArguments,
-        losses,
-    )
+    from sentence_transformers.cross_encoder import losses
 
+    check(loss, head, rows)
+    if settings.max_length is not None:
+        model.max_length = settings.max_length
+    share = sum(1 for _ in rows) / sum(1 + len(r.negatives) for r in rows)
+    if head == "prior":
+        _prior_head(model, share)
+    distilled = None
+    if teacher:
+        model, distilled = _distill(model, teacher, out / "distill", settings, teacher_epochs, log)
+    if loss == "bce":
+        data, made = pairs(rows), losses.BinaryCrossEntropyLoss(model)
+    elif loss == "listnet":
+        data, made = lists(rows), losses.ListNetLoss(model)
+    else:
+        negatives = min(4, max(0, settings.batch_size - 1))
+        data, made = triples(rows), losses.MultipleNegativesRankingLoss(model, negatives)
+    record = _fit(model, Dataset.from_dict(data), made, out, settings, log, loss=loss)
+    record |= {"head": head, "negatives_per_example": max(len(r.negatives) for r in rows)}
+    if loss == "bce":  # the loss of always predicting the positives' share
+        record["base_rate_loss"] = -(share * math.log(share) + (1 - share) * math.log(1 - share))
+    if distilled is not None:
+        record["distilled"] = distilled
+    if (out / "training.json").is_file():
+        (out / "training.json").write_text(json.dumps(record, indent=2))
+    return record
+
+
+def check(loss: str, head: str, rows: Sequence[Example]) -> None:
+    """A DaprError for an unknown loss or head, or rows without negatives."""
     if loss not in LOSSES:
-        raise DaprError(f"training: unknown cross-encoder loss {loss!r}; choose from: bce")
+        raise DaprError(
+            f"training: unknown cross-encoder loss {loss!r}; choose from: {', '.join(LOSSES)}"
+        )
+    if head not in HEADS:
+        raise DaprError(f"training: unknown head {head!r}; choose from: {', '.join(HEADS)}")
     if not any(row.negatives for row in rows):
         raise DaprError(
             "training: a cross-encoder needs negatives (labels 0); set negatives: "
             "{same_document: n} or {mined: <retriever>, count: n}"
         )
-    if settings.max_length is not None:
-        model.max_length = settings.max_length
+
+
+def _fit(
+    model: Any, data: Any, objective: Any, out: Path, settings: Settings, log: Any, **about: Any
+) -> dict[str, Any]:
+    from sentence_transformers.cross_encoder import (
+        CrossEncoderTrainer,
+        CrossEncoderTrainingArguments,
+    )
+
     trainer = CrossEncoderTrainer(
         model=model,
         args=CrossEncoderTrainingArguments(**settings.trainer_arguments(out, model.device.type)),
-        train_dataset=Dataset.from_dict(pairs(rows)),
-        loss=losses.BinaryCrossEntropyLoss(model),
+        train_dataset=data,
+        loss=objective,
     )
-    negatives = max(len(r.negatives) for r in rows)
-    return fit(
-        trainer, model, out, settings, log, kind="cross", loss=loss, negatives_per_example=negatives
+    return fit(trainer, model, out, settings, log, kind="cross", **about)
+
+
+def _distill(
+    model: Any,
+    rows: Sequence[Scored],
+    out: Path,
+    settings: Settings,
+    epochs: float,
+    log: Any,
+) -> tuple[Any, dict[str, Any]]:
+    """``model`` after MarginMSE on the teacher's margins (the best passage's score minus each
+    other's), and the record; a distillation finished before is loaded from ``out``."""
+    from datasets import Dataset
+    from sentence_transformers.cross_encoder import CrossEncoder, losses
+
+    if (out / "training.json").is_file() and (out / "model").is_dir():
+        record = json.loads((out / "training.json").read_text())
+        loaded = CrossEncoder(str(out / "model"), device=str(model.device))
+        loaded.max_length = model.max_length
+        return loaded, {**record, "reused": True}
+    width = min(len(r.passages) for r in rows)
+    data: dict[str, list] = {"query": [r.query for r in rows]}
+    for n in range(width):
+        data[f"passage_{n + 1}"] = [r.passages[n] for r in rows]
+    data["label"] = [list(r.scores[:width]) for r in rows]
+    record = _fit(
+        model,
+        Dataset.from_dict(data),
+        losses.MarginMSELoss(model),
+        out,
+        replace(settings, epochs=epochs),
+        log,
+        loss="margin_mse",
+        teacher_rows=len(rows),
     )
+    return model, record
+
+
+def _prior_head(model: Any, share: float) -> None:
+    """Set the classifier's bias to the log-odds of ``share``."""
+    import torch
+
+    layer = getattr(model.model, "classifier", None)
+    if not isinstance(layer, torch.nn.Linear) or layer.out_features != 1:
+        raise DaprError(
+            "training: head: prior needs a model whose head is one linear output (classifier); "
+            "use head: fresh"
+        )
+    with torch.no_grad():
+        layer.bias.fill_(math.log(share / (1 - share)))

@@ -1,0 +1,181 @@
+"""What makes a cross-encoder rank after a few hundred steps on a laptop: a recorded sweep.
+
+On COVID-QA (real questions over long articles, split by article: 60% of the articles train,
+10% dev, the test questions never trained on), a cross-encoder started from all-MiniLM-L6-v2
+(a dual encoder's checkpoint, with a fresh head) is trained by dapr's own
+``train_cross_encoder`` under each setting below, then re-ranks the untrained dual encoder's
+top 20 for every test question. Each setting varies one thing from ``base``; every result is
+appended to a JSON-lines file as it finishes (a rerun skips what is there), and ``--table``
+prints the markdown table of that file.
+
+    python benchmarks/cross_encoder_sweep.py --out benchmarks/cross-encoder-sweep.jsonl
+    python benchmarks/cross_encoder_sweep.py --out benchmarks/cross-encoder-sweep.jsonl --table
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+BASE = {
+    "learning_rate": 1e-4, "warmup_ratio": 0.1, "epochs": 1.0, "negatives": 3, "mined": "bm25",
+    "loss": "bce", "head": "fresh", "distill": 0.0, "batch_size": 32,
+}  # fmt: skip
+SETTINGS = {
+    "rocketqa": {"learning_rate": 1e-5},
+    "base": {},
+    "lr-3e-5": {"learning_rate": 3e-5},
+    "lr-2e-4": {"learning_rate": 2e-4},
+    "no-warmup": {"warmup_ratio": 0.0},
+    "epochs-2": {"epochs": 2.0},
+    "negatives-1": {"negatives": 1, "epochs": 2.0},
+    "negatives-7": {"negatives": 7, "epochs": 0.5},
+    "de-negatives": {"mined": "de"},
+    "listnet": {"loss": "listnet", "batch_size": 8},
+    "mnrl": {"loss": "mnrl", "batch_size": 8},
+    "head-prior": {"head": "prior"},
+    "distill": {"distill": 1.0},
+    "distill-only": {"distill": 1.0, "epochs": 0.0},
+}
+"""Each setting's changes to BASE; ``epochs`` 0 skips the labelled stage. Negatives per positive
+times epochs is held near 3 x 1 where it changes, so settings cost about the same."""
+
+
+def prepare(work: Path, depth: int):
+    """COVID-QA's splits, passage texts, BM25 and the untrained dual encoder's runs (train
+    queries: mining and the teacher; test queries: the first stage), cached under ``work``."""
+    from dapr.data import Run
+    from dapr.datasets import load_dataset
+    from dapr.retrievers.bm25 import BM25
+    from dapr.retrievers.dense import Dense
+
+    root = Path(__file__).resolve().parents[2] / "shared" / "data" / "covid-qa"
+    dataset = load_dataset("COVID-QA", path=str(root), train_articles=0.6, dev_articles=0.1)
+    texts = {p.id: p.text for d in dataset.corpus for p in d.passages if p.is_candidate}
+    train, test = dataset.split("train"), dataset.split("test")
+    runs_file = work / "runs.json"
+    if not runs_file.is_file():
+        bm25, dense = BM25(), Dense(max_length=256)
+        bm25.index(texts.items(), work / "bm25")
+        dense.index(texts.items(), work / "dense")
+        runs = {
+            "bm25-train": bm25.search(train.queries, 50).to_dict(),
+            "de-train": dense.search(train.queries, 50).to_dict(),
+            "de-test": dense.search(test.queries, depth).to_dict(),
+            "bm25-test": bm25.search(test.queries, depth).to_dict(),
+        }
+        runs_file.write_text(json.dumps(runs))
+    runs = json.loads(runs_file.read_text())
+    return dataset, texts, {k: Run.from_dict(v) for k, v in runs.items()}
+
+
+def one(name: str, dataset, texts, runs, work: Path, depth: int) -> dict:
+    """Train the cross-encoder of setting ``name`` and measure its re-ranking."""
+    from sentence_transformers import CrossEncoder
+
+    from dapr.checkpoints import resolve
+    from dapr.data import Run
+    from dapr.evaluation import evaluate
+    from dapr.training.cross import teacher_rows, train_cross_encoder
+    from dapr.training.dual import Settings
+    from dapr.training.examples import examples
+
+    s = {**BASE, **SETTINGS[name]}
+    train, test = dataset.split("train"), dataset.split("test")
+    rows = examples(train.queries, train.qrels, texts, dataset.corpus,
+                    mined=runs[f"{s['mined']}-train"], mined_count=s["negatives"])  # fmt: skip
+    teacher = []
+    if s["distill"]:
+        teacher = teacher_rows(runs["de-train"].to_dict(), train.queries, texts, 20, 3)
+    settings = Settings(
+        epochs=s["epochs"] or 1.0, learning_rate=s["learning_rate"], warmup_ratio=s["warmup_ratio"],
+        batch_size=s["batch_size"], max_length=128, save_steps=10_000,
+    )  # fmt: skip
+    model = CrossEncoder(resolve("sentence-transformers/all-MiniLM-L6-v2"), num_labels=1)
+    started = time.perf_counter()
+    out = work / name
+    if s["epochs"]:
+        record = train_cross_encoder(model, rows, out, s["loss"], settings, print, s["head"],
+                                     teacher, s["distill"])  # fmt: skip
+        steps, loss = record["steps"], record["training_loss"]
+        steps += record.get("distilled", {}).get("steps", 0)
+    else:  # the teacher alone
+        from dapr.training.cross import _distill
+
+        model.max_length = 128
+        model, record = _distill(model, teacher, out / "distill", settings, s["distill"], print)
+        steps, loss = record["steps"], record["training_loss"]
+    seconds = time.perf_counter() - started
+    first = runs["de-test"].to_dict()
+    reranked = {}
+    for qid, candidates in first.items():
+        ids = list(candidates)
+        scores = model.predict([(test.queries[qid], texts[p]) for p in ids], batch_size=64)
+        reranked[qid] = dict(zip(ids, map(float, scores)))
+    metric = ["MRR@10"]
+    found = {
+        name: evaluate(Run.from_dict(run), test.qrels, metric).means["MRR@10"]
+        for name, run in (("ce", reranked), ("de", first), ("bm25", runs["bm25-test"].to_dict()))
+    }
+    return {"setting": name, **s, "steps": steps, "final_loss": loss, "seconds": round(seconds),
+            "base_rate_loss": record.get("base_rate_loss"), "depth": depth,
+            "questions": len(first), "mrr_ce": found["ce"], "mrr_de": found["de"],
+            "mrr_bm25": found["bm25"]}  # fmt: skip
+
+
+def table(lines: list[dict]) -> str:
+    """The sweep as a markdown table."""
+    head = ("| setting | lr | warm-up | epochs | negatives | loss | head | distill | steps | "
+            "final loss | min | CE MRR@10 | vs DE |")  # fmt: skip
+    out = [head, "|---|---:|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in lines:
+        negatives = f"{r['negatives']} {r['mined']}"
+        out.append(
+            f"| {r['setting']} | {r['learning_rate']:g} | {r['warmup_ratio']:g} | "
+            f"{r['epochs']:g} | {negatives} | {r['loss']} | {r['head']} | {r['distill']:g} | "
+            f"{r['steps']} | {r['final_loss']:.3f} | {r['seconds'] / 60:.1f} | {r['mrr_ce']:.4f} | "
+            f"{r['mrr_ce'] - r['mrr_de']:+.4f} |"
+        )
+    if lines:
+        r = lines[0]
+        out.append(
+            f"\nFirst stage: the untrained dual encoder's top {r['depth']} for {r['questions']} "
+            f"test questions, MRR@10 {r['mrr_de']:.4f} (BM25 {r['mrr_bm25']:.4f})."
+        )
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="JSON-lines file of results (appended)")
+    parser.add_argument("--work", default="/tmp/dapr-ce-sweep", help="models and runs")
+    parser.add_argument("--settings", nargs="*", default=list(SETTINGS), choices=list(SETTINGS))
+    parser.add_argument("--depth", type=int, default=20)
+    parser.add_argument("--table", action="store_true", help="print the table and stop")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    done = [json.loads(x) for x in out.read_text().splitlines()] if out.is_file() else []
+    if args.table:
+        print(table(done))
+        return 0
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    dataset, texts, runs = prepare(work, args.depth)
+    for name in args.settings:
+        if any(r["setting"] == name for r in done):
+            continue
+        print(f"== {name}", flush=True)
+        result = one(name, dataset, texts, runs, work, args.depth)
+        print(json.dumps(result), flush=True)
+        with out.open("a") as f:
+            f.write(json.dumps(result) + "\n")
+        done.append(result)
+    print(table(done))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

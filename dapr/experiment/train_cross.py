@@ -1,0 +1,129 @@
+"""What a ``train:`` entry does with a cross-encoder: checks its ``head`` and ``distill:`` keys,
+fits it (after the teacher's warm start), and scores with a trained one to denoise mined
+negatives or pseudo-label augmentation queries (RocketQA)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from dapr.errors import ConfigError
+
+DISTILL = ("teacher", "depth", "count", "epochs")
+
+
+def check_cross(spec: dict, kind: str, retrievers: dict, path: Path, where: str) -> None:
+    """A ConfigError naming the key for a ``head`` or ``distill:`` that is not a cross-encoder's,
+    unknown, or names no passage-level retriever of the experiment."""
+    from dapr.training.cross import HEADS
+
+    for key in ("head", "distill"):
+        if key in spec and kind != "cross":
+            raise ConfigError(f"{path}: {where}.{key}: only a cross-encoder (kind: cross) has it")
+    head = spec.get("head", "fresh")
+    if head not in HEADS:
+        raise ConfigError(f"{path}: {where}.head: {head!r} is not one of: {', '.join(HEADS)}")
+    distill = spec.get("distill")
+    if not distill:
+        return
+    unknown = sorted(set(distill) - set(DISTILL))
+    if unknown:
+        raise ConfigError(
+            f"{path}: unknown key {f'{where}.distill.{unknown[0]}'!r}; valid keys: "
+            f"{', '.join(DISTILL)}"
+        )
+    teacher = distill.get("teacher")
+    if teacher not in retrievers or retrievers[teacher].level != "passage":
+        choices = [s for s, r in retrievers.items() if r.level == "passage"]
+        raise ConfigError(
+            f"{path}: {where}.distill.teacher: {teacher!r} is not a passage-level retriever of "
+            f"this experiment; choose from: {', '.join(choices) or 'none defined'}"
+        )
+    for key, least in (("depth", 2), ("count", 1)):
+        value = distill.get(key, least)
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ConfigError(
+                f"{path}: {where}.distill.{key} must be an integer >= {least}, got {value!r}"
+            )
+    epochs = distill.get("epochs", 1)
+    if isinstance(epochs, bool) or not isinstance(epochs, int | float) or epochs <= 0:
+        raise ConfigError(f"{path}: {where}.distill.epochs must be positive, got {epochs!r}")
+    if distill.get("count", 3) >= distill.get("depth", 20):
+        raise ConfigError(f"{path}: {where}.distill: count must be below depth")
+
+
+def teacher_examples(distill: dict, run: Any, queries: dict, texts: dict, seed: int) -> list:
+    """The distillation rows of one source: the teacher's run over its training queries."""
+    from dapr.training.cross import teacher_rows
+
+    depth, count = distill.get("depth", 20), distill.get("count", 3)
+    return teacher_rows(run.to_dict(), queries, texts, depth, count, seed)
+
+
+def fit_cross(spec: Any, rows: list, entry: Path, settings: Any, log: Any, teacher: list) -> dict:
+    """Train the cross-encoder of ``spec`` into the cache entry ``entry``."""
+    from sentence_transformers import CrossEncoder
+
+    from dapr.checkpoints import load
+    from dapr.training.cross import train_cross_encoder
+
+    model = load(CrossEncoder, spec.model, num_labels=1)
+    epochs = spec.distill.get("epochs", 1) if spec.distill else 0
+    return train_cross_encoder(
+        model, rows, entry, spec.loss, settings, log, spec.head, teacher, epochs
+    )
+
+
+def cross_scorer(name: str):
+    """Relevance probabilities of (query, passage) pairs by the cross-encoder ``name``."""
+    from sentence_transformers import CrossEncoder
+
+    from dapr.checkpoints import load
+
+    model = load(CrossEncoder, name)
+    return lambda pairs: model.predict(list(pairs), batch_size=32, show_progress_bar=False)
+
+
+def denoised(denoiser: dict, mined: Any, split: Any, texts: dict) -> tuple[Any, dict]:
+    """The mined run without what the cross-encoder ``denoiser`` names scores at or above
+    its threshold, and the counts per rank (for the model card)."""
+    from dapr.training.denoise import denoise
+
+    below, depth = denoiser.get("below", 0.1), denoiser.get("depth", 50)
+    score = cross_scorer(denoiser["model"])
+    done = denoise(mined, split.queries, split.qrels, texts, score, below, depth)
+    counts = {"model": denoiser["model"], "below": below, "depth": depth}
+    counts |= {"scored": list(done.scored), "removed": list(done.removed)}
+    return done.run, counts
+
+
+def pseudo(augment: dict, run: Any, queries: dict, texts: dict, rows: list) -> tuple[list, dict]:
+    """Pseudo-labelled examples from the cross-encoder ``augment`` names, each with as many
+    negatives as the labelled ``rows`` have, and the counts for the model card."""
+    from dapr.training.augment import pseudo_labelled
+
+    negatives = min(len(row.negatives) for row in rows)
+    pseudo, counts = pseudo_labelled(
+        run,
+        queries,
+        texts,
+        cross_scorer(augment["model"]),
+        augment.get("depth", 20),
+        augment.get("positive_above", 0.9),
+        augment.get("negative_below", 0.1),
+        negatives,
+    )
+    source = {k: augment[k] for k in ("dataset", "split", "queries") if k in augment}
+    return pseudo, {"model": augment["model"], **source, **counts}
+
+
+def warn_if_nothing(name: str, denoising: dict | None, augmentation: dict | None) -> None:
+    """A warning on stderr when the cross-encoder left no negative or labelled no query."""
+    if denoising and sum(denoising["removed"]) == sum(denoising["scored"]) > 0:
+        print(f"dapr: warning: train.{name}: the cross-encoder scored every mined candidate at "
+              f"or above {denoising['below']}, so no negative is left; is it calibrated?",
+              file=sys.stderr)  # fmt: skip
+    if augmentation and not augmentation["examples"]:
+        print(f"dapr: warning: train.{name}: augmentation labelled no example (no query has "
+              "both a pseudo-positive and a pseudo-negative)", file=sys.stderr)  # fmt: skip
