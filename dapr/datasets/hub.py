@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from dapr.data import SPLITS, Corpus, Dataset, Document, Passage, Qrels, Queries, Split
 from dapr.errors import DataError
+from dapr.io import faults
 from dapr.io.checks import PassageTally
 from dapr.io.files import atomic_directory, dir_name, write_bytes_atomic
 from dapr.io.rows import (
@@ -312,6 +313,7 @@ def write_dataset(dataset: Dataset, out: Path, format: Format = "jsonl") -> None
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise DataError(f"{out}: exists and is not a directory; remove it or choose another path")
+    faults.checkpoint("dataset")
     with atomic_directory(out, owned=hub_file) as root:
         _write_hub(dataset, root, format)
 

@@ -8,6 +8,8 @@ import sys
 import time
 from typing import TextIO
 
+from dapr.io import faults
+
 
 class Progress:
     """Writes ``HH:MM:SS <step> <system>: started`` and ``... computed in 1.2 s (detail)``
@@ -19,6 +21,7 @@ class Progress:
 
     def started(self, kind: str, system: str, detail: str = "") -> float:
         """Say a step starts; returns the time it started."""
+        faults.checkpoint(kind)
         self.line(f"{kind} {system}: started" + (f" ({detail})" if detail else ""))
         return time.perf_counter()
 

@@ -27,7 +27,7 @@ from dapr.experiment.manifest import denoising_figure
 from dapr.experiment.runner import Outcome
 from dapr.experiment.spec import Experiment
 from dapr.experiment.sweep import SweepResult
-from dapr.io import write_trec_run
+from dapr.io import faults, write_trec_run
 from dapr.io.files import atomic_directory, write_bytes_atomic, writer, writer_gone
 from dapr.io.trec import check_run
 
@@ -147,6 +147,7 @@ def write(
     if out.is_symlink():  # written where it points; the link stays
         out = out.resolve()
     _remove_stale_scratch(out)
+    faults.checkpoint("results")
     created = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
     try:
         with atomic_directory(out, owned=written_by_dapr) as scratch:

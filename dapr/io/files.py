@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
+from dapr.io import faults
+
 
 def dir_name(path: Path) -> str:
     """The name of a dataset directory, also when ``path`` is ``.``."""
@@ -33,6 +35,7 @@ def write_bytes_atomic(path: Path, chunks: Iterable[bytes | memoryview]) -> None
                 handle.write(chunk)
             handle.flush()
             os.fsync(handle.fileno())
+        faults.checkpoint()
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -58,6 +61,7 @@ def atomic_directory(
     tmp.mkdir()
     try:
         yield tmp
+        faults.checkpoint()
         with sibling_lock(out):  # two writers of one ``out`` swap in turn, never at once
             if owned is not None and out.is_dir():
                 _carry_over(out, tmp, owned)

@@ -18,11 +18,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from dapr.io import faults
 from dapr.io.files import atomic_directory, fsync
 from dapr.paths import home
 from dapr.store.checksums import damage, seal
 
 _COMPLETE = "COMPLETE"
+_PHASES = {"indexes": "index"}
+"""The fault-injection phase of writing an entry of a kind (else: the step's, see
+:mod:`dapr.io.faults`)."""
 QUARANTINE = ".quarantine"
 """Where damaged entries are moved (``dapr cache prune`` removes them)."""
 
@@ -100,12 +104,14 @@ class Cache:
         if not resume:
             with atomic_directory(self.path(kind, key)) as scratch:
                 yield scratch
+                faults.checkpoint(_PHASES.get(kind))
                 seal(scratch)
                 (scratch / _COMPLETE).touch()
             return
         scratch = self.partial(kind, key)
         scratch.mkdir(parents=True, exist_ok=True)
         yield scratch
+        faults.checkpoint(_PHASES.get(kind))
         seal(scratch)
         (scratch / _COMPLETE).touch()
         fsync(scratch)

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dapr.io import faults
 from dapr.store.cache import content_key
 
 
@@ -65,6 +66,7 @@ class ContextStore:
             ],
         )
         self._db.commit()
+        faults.checkpoint("contextualize")
 
     def close(self) -> None:
         self._db.close()
