@@ -244,6 +244,15 @@ def model_not_available_offline(kit: Kit) -> Bad:
 
 
 @case
+def check_model_not_available_offline(kit: Kit) -> Bad:
+    """`dapr check` on a file naming a model that is not on this machine"""
+    retrievers = {"dense": {"name": "dense", "args": {"model": "nobody/no-such-model"}}}
+    path = kit.experiment(retrievers=retrievers, fusion=None)
+    names = ("bad.yaml", "retrievers.dense", "'nobody/no-such-model'")
+    return Bad(["check", str(path)], names, "download it on a connected machine")
+
+
+@case
 def output_is_a_file(kit: Kit) -> Bad:
     (kit.tmp / "out").write_text("not a directory\n")
     return Bad(kit.run(kit.experiment()), ("out",), "choose another --out")

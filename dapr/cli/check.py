@@ -83,7 +83,8 @@ def _show(experiment, args: argparse.Namespace) -> list[str]:
     print(f"  dataset  {experiment.dataset}: {source.what} ({offline[source.offline]})")
     print(f"  output   {out} ({state})")
     for model, users in plan.models_needed(experiment).items():
-        print(f"  model    {model} ({', '.join(users)}): {_where(model, experiment)}")
+        named = ", ".join(users[:2]) + (f" and {len(users) - 2} more" if len(users) > 2 else "")
+        print(f"  model    {model} ({named}): {_where(model, experiment)}")
     width = max((len(step.system) for step in steps), default=0)
     print("  steps")
     for step in steps:
@@ -127,4 +128,4 @@ def _where(model: str, experiment) -> str:
         found = package if importlib.util.find_spec(package) is not None else None
     if found is not None:
         return f"offline, {Path(found)}"
-    return "not on this machine: from the hub at first use (offline, the run fails)"
+    return "not on this machine; the run downloads it from the hub (offline it fails)"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -92,7 +92,7 @@ def fused_key(made_by: tuple, first: str, second: str) -> str:
     return content_key(*made_by, first, second)
 
 
-def with_language(factory: object, args: dict, language: str) -> dict:
+def with_language(factory: Any, args: dict, language: str) -> dict:
     """``args`` plus the dataset's language, for a retriever that takes ``language`` (its
     tokenizer depends on it) and was not given one; English, the default, is left implicit."""
     if language == "en" or "language" in args:
@@ -178,8 +178,8 @@ class _Walk:
     def steps(self, queries: Queries) -> list[Planned]:
         for system, spec in self.exp.retrievers.items():
             self._retriever(system, spec, queries)
-        for system, spec in self.exp.fusion.items():
-            self._fusion(system, spec)
+        for system, fusion in self.exp.fusion.items():
+            self._fusion(system, fusion)
         return self.out
 
     def _step(self, kind: str, system: str, cache: str, key: str | None, note: str = "") -> None:
@@ -238,13 +238,15 @@ class _Walk:
             self.keys[system] = fused_key(made_by, self.keys[first], self.keys[second])
             self._step("fuse", system, "runs", self.keys[system])
             return
-        passage = self.keys[spec.passage]
+        document, passage_system = spec.document, spec.passage
+        assert document is not None and passage_system is not None  # (validated: see inputs)
+        passage = self.keys[passage_system]
         if isinstance(fuser, ScopingFuser):
-            passage = scope_key(fuser, self.keys[spec.document], passage)
+            passage = scope_key(fuser, self.keys[document], passage)
             if not self.present("runs", passage):
-                self._open(spec.passage)
+                self._open(passage_system)
             self._step("score", system, "runs", passage)
-        self.keys[system] = fused_key(made_by, self.keys[spec.document], passage)
+        self.keys[system] = fused_key(made_by, self.keys[document], passage)
         self._step("fuse", system, "runs", self.keys[system])
 
 
@@ -259,7 +261,7 @@ def trained_here(model: str, experiment: Experiment) -> bool:
 
 def model_names(spec: RetrieverSpec) -> list[str]:
     """The models a retriever loads: its arguments named ``model`` or ``*_model``, given or
-    defaulted (``query_model: null`` falls back to ``model``)."""
+    defaulted (``model`` is left out when ``query_model`` and ``document_model`` are given)."""
     try:
         factory = registry.retrievers.get(spec.name)
     except DaprError:
@@ -278,18 +280,19 @@ def contextualizer_models(spec: RetrieverSpec) -> list[str]:
     return found
 
 
-def _models(factory: Any, args: dict) -> list[str]:
+def _models(factory: Any, args: Mapping[str, Any]) -> list[str]:
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
         return []
-    found = []
-    for name, param in params.items():
-        if name == "model" or name.endswith("_model"):
-            value = args.get(name, param.default)
-            if isinstance(value, str) and value not in found:
-                found.append(value)
-    return found
+    given = {
+        name: args.get(name, param.default)
+        for name, param in params.items()
+        if name == "model" or name.endswith("_model")
+    }
+    if given.get("query_model") and given.get("document_model"):
+        given.pop("model")  # each side has its own: the shared one is not loaded
+    return list(dict.fromkeys(v for v in given.values() if isinstance(v, str)))
 
 
 # -------------------------------------------------------------------------- what it needs
@@ -342,8 +345,8 @@ def models_needed(experiment: Experiment) -> dict[str, list[str]]:
     for system, spec in experiment.retrievers.items():
         for model in model_names(spec) + contextualizer_models(spec):
             found.setdefault(model, []).append(f"retrievers.{system}")
-    for name, spec in experiment.train.items():
-        judges = [spec.negatives.get("denoise") or {}, spec.augment or {}]
-        for model in [spec.model, *(j["model"] for j in judges if j.get("model"))]:
+    for name, training in experiment.train.items():
+        judges = [training.negatives.get("denoise") or {}, training.augment or {}]
+        for model in [training.model, *(j["model"] for j in judges if j.get("model"))]:
             found.setdefault(model, []).append(f"train.{name}")
     return found
