@@ -151,6 +151,14 @@ def test_check_reports_each_problem_on_a_line(experiment, wiki_splits, tmp_path,
     assert ("search", "dense", "unknown") in steps and ("search", "bm25", "computed") in steps
     assert "nobody/no-such-model (retrievers.dense): not on this machine" in out
 
+    # a split the dataset lacks does not hide the other problem
+    raw["dataset"] = str(wiki_splits)
+    bad.write_text(yaml.safe_dump(raw))
+    code, steps, _, err = check(capsys, str(bad), "--set", "split=train")
+    assert code == 2 and len(err.splitlines()) == 2
+    assert f"{bad}: split: " in err and "choose from: dev, test" in err and "no-such-model" in err
+    assert {status for *_, status in steps} == {"unknown"}
+
 
 def test_check_takes_the_options_of_run_that_shape_the_plan(experiment, tmp_path, capsys):
     raw = yaml.safe_load(experiment.read_text())

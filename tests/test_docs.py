@@ -10,10 +10,10 @@ A code block is checked by its language, unless the line before it is an
   fragment (a ``fusion:`` or ``sweep:`` block alone) on top of a small wiki-sample experiment,
   and each of its variants too;
 - ``bash``: each ``dapr`` command is parsed by dapr's own argument parser, the experiment file of
-  ``dapr run`` and ``dapr train`` is loaded with its ``--set`` and ``--variant``, and the cheap
-  commands (:data:`EXECUTED`) run on wiki-sample; any other ``dapr`` command is not run, so its
-  block must be marked illustrative. ``pip install`` must name existing extras, ``make`` a
-  target of the Makefile, ``python`` a script of the repository;
+  ``dapr run``, ``dapr train`` and ``dapr check`` is loaded with its ``--set`` and ``--variant``,
+  and the cheap commands (:data:`EXECUTED`) run on wiki-sample; any other ``dapr`` command is not
+  run, so its block must be marked illustrative. ``pip install`` must name existing extras,
+  ``make`` a target of the Makefile, ``python`` a script of the repository;
 - ``toml`` parses; ``text`` is a diagram.
 
 A table of measured numbers must name the command that produced it on the line above it
@@ -288,9 +288,9 @@ def _dapr(argv: list[str], block: Block, sandbox: Path, monkeypatch) -> None:
         if exit_.code == 0 and argv == ["--version"]:
             return
         pytest.fail(f"{block}: dapr {shlex.join(argv)}: {err.getvalue().strip()}")
-    if argv[0] in ("run", "train") and (ROOT / args.file).is_file():
+    if argv[0] in ("run", "train", "check") and (ROOT / args.file).is_file():
         config.load_grid(ROOT / args.file, args.overrides, args.variant)
-    elif argv[0] in ("run", "train") and not block.illustrative:
+    elif argv[0] in ("run", "train", "check") and not block.illustrative:
         pytest.fail(f"{block}: {args.file} is not a file of the repository")
     elif any(tuple(argv[: len(e)]) == e for e in EXECUTED) and not block.illustrative:
         monkeypatch.chdir(sandbox / "work")

@@ -152,12 +152,14 @@ def plan_steps(
             variants += [at_split, *(with_value(at_split, sweep, v) for v in sweep.values)]
     seen: set[tuple[str, str, str | None]] = set()
     for variant in variants:
+        walk = _Walk(variant, dataset, present, plan.problems)
         try:
             queries = dataset.split(variant.split).queries
-        except DaprError as error:
-            plan.problems.append(str(error))
-            continue
-        for step in _Walk(variant, dataset, present, plan.problems).steps(queries):
+        except DaprError as error:  # the systems are still checked, their steps unknown
+            key = "split" if variant.split == experiment.split else "sweep.tune_on"
+            plan.problems.append(f"{key}: {error}")
+            queries, walk.unknown = {}, f"no split {variant.split!r}"
+        for step in walk.steps(queries):
             if (step.kind, step.system, step.entry) not in seen:
                 seen.add((step.kind, step.system, step.entry))
                 plan.steps.append(step)
@@ -174,6 +176,8 @@ class _Walk:
         self.index: dict[str, Planned] = {}
         """Per retriever, its index step (taken when its run is not cached)."""
         self.out: list[Planned] = []
+        self.unknown = ""
+        """Why no step's key can be known (the split is missing), if so."""
 
     def steps(self, queries: Queries) -> list[Planned]:
         for system, spec in self.exp.retrievers.items():
@@ -183,8 +187,8 @@ class _Walk:
         return self.out
 
     def _step(self, kind: str, system: str, cache: str, key: str | None, note: str = "") -> None:
-        if key is None:
-            self.out.append(Planned(kind, system, "unknown", None, note))
+        if key is None or self.unknown:
+            self.out.append(Planned(kind, system, "unknown", None, note or self.unknown))
             return
         status = "cached" if self.present(cache, key) else "computed"
         self.out.append(Planned(kind, system, status, f"{cache}/{key}", note))
