@@ -4,12 +4,19 @@ problem that would stop the run is one line on stderr with exit status 2."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import os
 import re
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+from test_bad_inputs import BASE, good_dataset
+from test_fuzz import FUZZ, _drop, _paths, _set, values
 
 from dapr.cli import main
 
@@ -169,3 +176,27 @@ def test_check_takes_the_options_of_run_that_shape_the_plan(experiment, tmp_path
     assert "output   results/planned@shallow,split=dev (new)" in text
     code, _, _, err = check(capsys, str(experiment), "--variant", "deep")
     assert code == 2 and "--variant deep: no such variant" in err
+
+
+@FUZZ
+@given(data=st.data())
+def test_mutated_experiment_files_check_or_say_why(tmp_path_factory, data):
+    """Through `dapr check`, a mutated file gets a plan (exit 0) or lines of problems (exit 2),
+    never a traceback: each component it names is built and asked for its identity."""
+    root = tmp_path_factory.mktemp("fuzz-check")
+    raw = json.loads(json.dumps({**BASE, "dataset": str(good_dataset(root / "data"))}))
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(_paths(raw)))
+        with contextlib.suppress(KeyError, TypeError):
+            if data.draw(st.booleans()):
+                _set(raw, path, data.draw(values))
+            else:
+                _drop(raw, path)
+    file = root / "exp.yaml"
+    file.write_text(yaml.safe_dump(raw, allow_unicode=True))
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["check", str(file), "--out", str(root / "out")])
+    assert code in (0, 2) and "Traceback" not in out.getvalue() + err.getvalue()
+    assert (code == 2) == bool(err.getvalue())
+    assert all(line.startswith("dapr: error: ") for line in err.getvalue().splitlines())
