@@ -177,7 +177,9 @@ def sentence_transformer(
         return load(
             SentenceTransformer, name, device=device, similarity_fn_name=similarity, **kwargs
         )
-    transformer_args = {k: kwargs.pop(k) for k in ("revision", "trust_remote_code") if k in kwargs}
+    transformer_args: dict[str, Any] = {
+        k: kwargs.pop(k) for k in ("revision", "trust_remote_code") if k in kwargs
+    }
     encoder = load(models.Transformer, name, **_transformer_kwargs(transformer_args))
     pool = models.Pooling(encoder.get_word_embedding_dimension(), pooling_mode=pooling)
     return SentenceTransformer(

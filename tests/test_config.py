@@ -179,6 +179,14 @@ def test_sweep_block_expands_a_range_and_reads_trec_metric_names(tmp_path):
             "sweep: {parameter: fusion.fused.args.alpha, values: {start: 0, stop: 1}}",
             "start, stop and step",
         ),
+        (  # a traceback (TypeError) before: mypy saw the exponent of .inf is a letter
+            "sweep: {parameter: fusion.fused.args.alpha, values: {start: 0, stop: 1, step: .inf}}",
+            "start, stop and step must be finite",
+        ),
+        (
+            "sweep: {parameter: fusion.fused.args.alpha, values: {start: .nan, stop: 1, step: 1}}",
+            "start, stop and step must be finite",
+        ),
         (
             "sweep: {parameter: fusion.fused.args.alpha, values: [0.1], tune_on: test}",
             "would overfit",

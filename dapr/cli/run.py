@@ -80,7 +80,7 @@ def _run(args: argparse.Namespace) -> int:
     for experiment in experiments:
         outs.append(output_dir(args, experiment))
         check_output(outs[-1], experiment, args.overwrite)  # before any work
-    ran = [()] * len(experiments)
+    ran: Sequence[Sequence] = [()] * len(experiments)
     if args.ray or args.ray_address:
         ran = _run_jobs(experiments, args.ray_address)
     for experiment, out, jobs in zip(experiments, outs, ran):
@@ -125,7 +125,7 @@ def overridden(overrides: list[str], variant: str | None = None) -> str:
     cut and completed by a hash of all of it."""
     if not overrides and not variant:
         return ""
-    text = ",".join([variant] * bool(variant) + list(overrides))
+    text = ",".join(([variant] if variant else []) + list(overrides))
     safe = "".join(c if c.isalnum() or c in "-_.=,+" else "_" for c in text)
     if len(safe) > 80:
         safe = safe[:60] + "-" + hashlib.sha256(text.encode()).hexdigest()[:12]
@@ -178,6 +178,7 @@ def _run_one(experiment, out: Path, jobs: Sequence = ()) -> None:
         outcome = Runner(experiment).run()
     else:
         swept = sweep.run_sweep(experiment)
+        assert swept.outcome is not None  # a sweep ends by running its chosen value
         outcome = swept.outcome
     results.write(outcome, out, manifest(outcome, started, time.time(), jobs), swept)
     width = max((len(step.system) for step in outcome.steps), default=0)

@@ -8,6 +8,7 @@ chosen with ``--variant full`` and applied before any ``--set``."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
@@ -17,12 +18,12 @@ from dapr.experiment.spec import Experiment
 from dapr.experiment.validate import validate
 
 
-def load(path: Path, overrides: list[str] = (), variant: str | None = None) -> Experiment:
+def load(path: Path, overrides: Sequence[str] = (), variant: str | None = None) -> Experiment:
     """Read, override (``key.sub=value``, values parsed as YAML) and validate an experiment file."""
     return validate(_overridden(path, overrides, variant), path)
 
 
-def _overridden(path: Path, overrides: list[str], variant: str | None) -> dict:
+def _overridden(path: Path, overrides: Sequence[str], variant: str | None) -> dict:
     raw = _read(path)
     variants = raw.pop("variants", {})
     if not isinstance(variants, dict) or not all(isinstance(v, dict) for v in variants.values()):
@@ -145,14 +146,14 @@ def _assign(raw: dict, key: str, value: object, path: Path, where: str) -> None:
 
 
 def load_grid(
-    path: Path, overrides: list[str] = (), variant: str | None = None
+    path: Path, overrides: Sequence[str] = (), variant: str | None = None
 ) -> list[Experiment]:
     """Like :func:`load`, for a file whose ``dataset`` may be a list: one experiment per
     dataset, each named ``<name>/<dataset>``."""
     return [validate(raw, path) for raw in raw_grid(path, overrides, variant)]
 
 
-def raw_grid(path: Path, overrides: list[str] = (), variant: str | None = None) -> list[dict]:
+def raw_grid(path: Path, overrides: Sequence[str] = (), variant: str | None = None) -> list[dict]:
     """The settings of each experiment of the file, read and overridden but not validated (so
     that ``dapr check`` reports each one's problem): one per dataset of a ``dataset:`` list."""
     raw = _overridden(path, overrides, variant)

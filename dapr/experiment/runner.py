@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -67,7 +68,7 @@ class Runner:
         self.experiment = experiment
         self.cache = cache or Cache()
         self.workers = experiment.workers or os.cpu_count() or 1
-        self._open: dict[str, Callable[[], object]] = {}
+        self._open: dict[str, Callable[[], Any]] = {}
         self.progress = Progress()
 
     def run(
@@ -88,10 +89,10 @@ class Runner:
             outcome.runs[system] = self._retrieve(outcome, system, spec, split.queries)
             outcome.levels[system] = spec.level
             outcome.tags[system] = describe(spec, exp)
-        for system, spec in exp.fusion.items():
-            outcome.runs[system] = self._fuse(outcome, system, spec, split.queries)
+        for system, fusion in exp.fusion.items():
+            outcome.runs[system] = self._fuse(outcome, system, fusion, split.queries)
             outcome.levels[system] = "passage"
-            outcome.tags[system] = describe(spec, exp)
+            outcome.tags[system] = describe(fusion, exp)
         for system in exp.maxp:
             outcome.runs[f"{system}@maxp"] = evaluation.maxp(
                 outcome.runs[system], dataset.corpus.ids
@@ -167,11 +168,13 @@ class Runner:
         queries: Queries,
     ) -> Run:
         """Re-score the run of ``spec.first_stage`` with the texts of its items."""
-        key = plan.rerank_key(made_by, outcome.keys[spec.first_stage])
+        first_stage = spec.first_stage
+        assert first_stage is not None  # _retrieve reranks a retriever with a first stage only
+        key = plan.rerank_key(made_by, outcome.keys[first_stage])
         outcome.keys[system] = key
 
         def rerank() -> Run:
-            first = outcome.runs[spec.first_stage]
+            first = outcome.runs[first_stage]
             top_k = reranker.top_k if isinstance(reranker, BoundedReranker) else None
             needed = _head_items(first, top_k)
             texts = {
@@ -198,6 +201,7 @@ class Runner:
             for document in documents:
                 yield document.id, document.text
             return
+        pairs: Iterator[tuple[Document, list[str]]]
         if chain is None:
             pairs = ((d, [p.text for p in d.passages]) for d in documents)
             yield from _candidates(pairs)
@@ -237,20 +241,22 @@ class Runner:
                 key,
                 lambda: fuser.fuse_passages(outcome.runs[first], outcome.runs[second]),
             )
-        document_run = outcome.runs[spec.document]
-        passage_key = outcome.keys[spec.passage]
+        document, passage = spec.document, spec.passage
+        assert document is not None and passage is not None  # without passages: both (validated)
+        document_run = outcome.runs[document]
+        passage_key = outcome.keys[passage]
         if isinstance(fuser, ScopingFuser):
-            passage_key = plan.scope_key(fuser, outcome.keys[spec.document], passage_key)
+            passage_key = plan.scope_key(fuser, outcome.keys[document], passage_key)
 
             def score() -> Run:
                 candidates = fuser.scope(document_run, outcome.dataset.corpus.ids)
-                scored = self._open[spec.passage]().score(queries, candidates)
+                scored = self._open[passage]().score(queries, candidates)
                 return scored.top(self.experiment.depth)
 
             passage_run = self._stored_run(outcome, "score", system, passage_key, score)
         else:
-            passage_run = outcome.runs[spec.passage]
-        key = plan.fused_key(made_by, outcome.keys[spec.document], passage_key)
+            passage_run = outcome.runs[passage]
+        key = plan.fused_key(made_by, outcome.keys[document], passage_key)
         outcome.keys[system] = key
 
         def fuse() -> Run:
@@ -311,9 +317,10 @@ def _head_items(run: Run, k: int | None) -> set[str]:
     else:
         starts = run.offsets[:-1]
         lengths = np.minimum(np.diff(run.offsets), k)
-        codes = np.concatenate(
-            [run.items[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist())] or [[]]
-        ).astype(np.int64)
+        pieces: list[np.ndarray] = [
+            run.items[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist())
+        ]
+        codes = np.concatenate(pieces or [np.empty(0)]).astype(np.int64)
     return set(run.vocab[np.unique(codes)].tolist())
 
 

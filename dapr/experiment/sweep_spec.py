@@ -3,6 +3,7 @@ range), the split it tunes on and the metric it picks by."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
@@ -84,9 +85,13 @@ def values_of(values: Any, path: Path) -> tuple[Any, ...]:
             "e.g. {start: 0.0, stop: 1.0, step: 0.1}"
         )
     start, stop, step = values["start"], values["stop"], values["step"]
+    if not all(math.isfinite(x) for x in (start, stop, step)):  # .inf or .nan in YAML
+        raise ConfigError(
+            f"{path}: sweep.values: start, stop and step must be finite, got {values}"
+        )
     if step <= 0 or stop < start:
         raise ConfigError(f"{path}: sweep.values: need step > 0 and stop >= start, got {values}")
-    decimals = max(-min(Decimal(repr(float(x))).as_tuple().exponent, 0) for x in (start, step))
+    decimals = max(_decimals(start), _decimals(step))
     count = int(round((stop - start) / step)) + 1
     if start + (count - 1) * step > stop + step * 1e-9:
         count -= 1
@@ -106,3 +111,10 @@ def with_value(experiment: Experiment, sweep: Sweep, value: Any) -> Experiment:
     spec = experiment.fusion[sweep.system]
     fused = replace(spec, args={**spec.args, sweep.argument: value})
     return replace(experiment, fusion={**experiment.fusion, sweep.system: fused})
+
+
+def _decimals(x: float) -> int:
+    """The digits after the point of a finite number as written (0.25: 2, 3.0: 0)."""
+    exponent = Decimal(repr(float(x))).as_tuple().exponent
+    assert isinstance(exponent, int)  # only NaN and infinity have a letter: refused above
+    return -min(exponent, 0)
