@@ -90,10 +90,10 @@ def train_spec(name: Any, spec: Any, path: Path, retrievers: dict[str, Retriever
     if mined is None and negatives.get("sample_from"):
         raise ConfigError(f"{path}: {where}.negatives.sample_from needs negatives.mined")
     if mined is not None and (mined not in [*retrievers] or retrievers[mined].level != "passage"):
-        choices = [s for s, r in retrievers.items() if r.level == "passage" and not r.first_stage]
+        passage = [s for s, r in retrievers.items() if r.level == "passage" and not r.first_stage]
         raise ConfigError(
             f"{path}: {where}.negatives.mined: {mined!r} is not a passage-level retriever of "
-            f"this experiment; choose from: {', '.join(choices) or 'none defined'}"
+            f"this experiment; choose from: {', '.join(passage) or 'none defined'}"
         )
     check_cross(spec, kind, retrievers, path, where)
     if spec.get("augment"):
@@ -282,6 +282,7 @@ def _train_one(
                     )
             augmentation = None
             if augmented is not None:
+                assert spec.augment is not None and augment_queries is not None  # set with it
                 if texts is None:  # the augmentation run is over the experiment's corpus
                     chain = chain_for(spec.contextualizer, dataset) if spec.contextualizer else None
                     texts = dict(runner.passage_texts(dataset, chain, f"train {name}"))
@@ -324,6 +325,7 @@ def _run_on(
     ):
         split = AUGMENT_SPLIT
         dataset = replace(dataset, splits={**dataset.splits, split: Split(queries, {})})
+    assert split is not None  # without a split the queries are given: AUGMENT_SPLIT above
     alone = replace(
         experiment,
         split=split,
@@ -379,6 +381,8 @@ def _fit(
 
     if spec.kind == "cross":
         return fit_cross(spec, rows, entry, settings, log, teacher)
+    loss = spec.loss
+    assert loss is not None  # reading the file sets the kind's default
     if spec.workers > 1:  # Ray Train: on the cluster of --ray-address, else a local Ray
         import ray
 
@@ -388,11 +392,11 @@ def _fit(
         if not ray.is_initialized():
             start_ray(os.environ.get("RAY_ADDRESS"))
         gpus = experiment_gpus > 0
-        return train_on_ray(spec.model, rows, entry, spec.loss, settings, spec.workers, gpus)
+        return train_on_ray(spec.model, rows, entry, loss, settings, spec.workers, gpus)
     from dapr.training.dual import train_dual_encoder
 
     model = sentence_transformer(spec.model, None, None, None)
-    return train_dual_encoder(model, rows, entry, spec.loss, settings, log)
+    return train_dual_encoder(model, rows, entry, loss, settings, log)
 
 
 def _point(name: str, path: Path) -> None:

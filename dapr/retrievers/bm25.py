@@ -64,7 +64,8 @@ def _import_bm25s():
     if "bm25s" in sys.modules:
         return sys.modules["bm25s"]
     hidden = {name: sys.modules.get(name) for name in _BM25S_SKIPS}
-    sys.modules.update(dict.fromkeys(hidden))  # None: "import jax" raises ImportError
+    # None: "import jax" raises ImportError (the import system's own convention)
+    sys.modules.update(dict.fromkeys(hidden))  # type: ignore[arg-type]  # None on purpose
     try:
         import bm25s
     finally:

@@ -122,7 +122,7 @@ class Rerank:
                     "reranker 'rerank' needs sentence-transformers; "
                     'install it with: pip install "dapr-ir[dense]"'
                 ) from None
-            options = {"max_length": self.max_length, "device": self.device}
+            options: dict[str, Any] = {"max_length": self.max_length, "device": self.device}
             if self.backend == "torch":
                 model = load(CrossEncoder, self.model_name, **options)
                 if self.precision != "fp32":

@@ -47,11 +47,11 @@ from dapr.retrievers.support.batches import (
     encode_unpadded,
     plan_identity,
 )
+from dapr.retrievers.support.cores import cores
 from dapr.retrievers.support.encoding import encode_into
 from dapr.retrievers.support.exact import (
     TopK,
     candidate_rows,
-    cores,
     score_candidates,
     shard_pieces,
     use_all_cores,

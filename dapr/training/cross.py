@@ -141,6 +141,7 @@ def train_cross_encoder(
     distilled = None
     if teacher:
         model, distilled = _distill(model, teacher, out / "distill", settings, teacher_epochs, log)
+    made: Any  # the loss module
     if loss == "bce":
         data, made = pairs(rows), losses.BinaryCrossEntropyLoss(model)
     elif loss == "listnet":

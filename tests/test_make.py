@@ -1,0 +1,105 @@
+"""The README's two commands: ``make run`` and ``make test`` set up what they need (a virtual
+environment when missing, the install only when pyproject.toml or constraints.txt changed) and
+then run the quick tour or the suite; CI (.ci/run) is ``make test``. Shown by make's dry runs
+(nothing is installed) and, for the exit status CI reads, on a stand-in environment."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+INSTALL = 'pip install -e ".[all]" -c constraints.txt'
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+
+
+def _make(*args: str, cwd: Path = ROOT, **env: str) -> subprocess.CompletedProcess:
+    command = ["make", "--no-print-directory", *args]
+    environment = {**os.environ, **env}
+    return subprocess.run(
+        command, cwd=cwd, env=environment, capture_output=True, text=True, check=False
+    )
+
+
+def _stand_in(venv: Path, installed: bool) -> None:
+    """A virtual environment that is this test run's own Python (bin/activate puts its bin on
+    PATH), marked installed (or not) after pyproject.toml and constraints.txt last changed."""
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    bin_dir = Path(sys.executable).parent
+    (venv / "bin" / "activate").write_text(f'PATH="{bin_dir}:$PATH"; export PATH\n')
+    if installed:
+        stamp = venv / ".installed"
+        stamp.touch()
+        later = time.time() + 3600
+        os.utime(stamp, (later, later))
+
+
+def test_a_fresh_machine_gets_a_venv_the_install_then_the_command(tmp_path):
+    venv = tmp_path / "venv"
+    run = _make("-n", "run", f"VENV={venv}")
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    creates = lines.index(f"python3 -m venv {venv}")
+    installs = next(i for i, line in enumerate(lines) if INSTALL in line)
+    runs = next(
+        i for i, line in enumerate(lines) if "dapr run experiments/rank_fusion.yaml" in line
+    )
+    assert creates < installs < runs
+    test = _make("-n", "test", f"VENV={venv}")
+    assert test.returncode == 0, test.stderr
+    assert f"python3 -m venv {venv}" in test.stdout and INSTALL in test.stdout
+    assert "pytest" in test.stdout.splitlines()[-3]
+
+
+def test_an_installed_venv_is_not_installed_again_until_pyproject_changes(tmp_path):
+    venv = tmp_path / "venv"
+    _stand_in(venv, installed=True)
+    for target in ("run", "test"):
+        done = _make("-n", target, f"VENV={venv}")
+        assert done.returncode == 0, done.stderr
+        assert "venv" not in done.stdout.replace(str(venv), "VENV") and INSTALL not in done.stdout
+    changed = _make("-n", "-W", "pyproject.toml", "test", f"VENV={venv}")  # as if just edited
+    assert INSTALL in changed.stdout and "-m venv" not in changed.stdout
+
+
+def test_make_test_keeps_the_exit_status_of_pytest(tmp_path):
+    """make exits 2 on any failure; PYTEST_STATUS keeps pytest's own (5: no tests collected)."""
+    venv, status = tmp_path / "venv", tmp_path / "status"
+    _stand_in(venv, installed=True)
+    args = "-q -p no:cacheprovider tests/test_make.py -k no_such_test"
+    done = _make("test", f"VENV={venv}", f"ARGS={args}", f"PYTEST_STATUS={status}")
+    assert done.returncode == 2 and status.read_text().strip() == "5", done.stdout + done.stderr
+
+
+def test_ci_runs_make_test():
+    ci = (ROOT / ".ci" / "run").read_text()
+    commands = [line.strip() for line in ci.splitlines() if not line.lstrip().startswith("#")]
+    assert any(line.startswith("make test") for line in commands)
+    assert not [line for line in commands if re.match(r"(pytest|pip install)(\s|$)", line)]
+    assert "apt-get install -y -qq chromium" in ci  # the HTML report test's browser
+    assert "collected no tests" in ci  # pytest's exit 5 has its own message
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="CI would install chromium")
+def test_ci_reports_a_suite_that_collected_nothing(tmp_path):
+    venv = tmp_path / "venv"
+    _stand_in(venv, installed=True)
+    environment = {
+        **os.environ,
+        "VENV": str(venv),
+        "ARGS": "-q -p no:cacheprovider tests/test_make.py -k no_such_test",
+    }
+    done = subprocess.run(
+        [str(ROOT / ".ci" / "run")], env=environment, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 5, done.stdout + done.stderr
+    assert "CI: pytest collected no tests" in done.stderr
