@@ -103,3 +103,18 @@ def test_ci_reports_a_suite_that_collected_nothing(tmp_path):
     )
     assert done.returncode == 5, done.stdout + done.stderr
     assert "CI: pytest collected no tests" in done.stderr
+
+
+def test_pre_commit_runs_the_checks_of_the_test_command_offline():
+    """.pre-commit-config.yaml: ruff check, ruff format --check, mypy and import-linter as local
+    hooks on the project's .venv (nothing fetched when a hook runs)."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())
+    assert [repo["repo"] for repo in config["repos"]] == ["local"]
+    hooks = {hook["id"]: hook for hook in config["repos"][0]["hooks"]}
+    assert list(hooks) == ["ruff-check", "ruff-format", "mypy", "import-linter"]
+    assert {hook["language"] for hook in hooks.values()} == {"system"}
+    assert all(hook["entry"].startswith(".venv/bin/") for hook in hooks.values())
+    assert "ruff format --check" in hooks["ruff-format"]["entry"]
+    assert "test_the_layer_contract_holds" in hooks["import-linter"]["entry"]
