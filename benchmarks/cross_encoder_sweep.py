@@ -22,7 +22,7 @@ from pathlib import Path
 
 BASE = {
     "learning_rate": 1e-4, "warmup_ratio": 0.1, "epochs": 1.0, "negatives": 3, "mined": "bm25",
-    "loss": "bce", "head": "fresh", "distill": 0.0, "batch_size": 32,
+    "loss": "bce", "head": "fresh", "distill": 0.0, "teacher": "de", "batch_size": 32,
 }  # fmt: skip
 SETTINGS = {
     "rocketqa": {"learning_rate": 1e-5},
@@ -31,6 +31,8 @@ SETTINGS = {
     "lr-2e-4": {"learning_rate": 2e-4},
     "no-warmup": {"warmup_ratio": 0.0},
     "epochs-2": {"epochs": 2.0},
+    "batch-16-epochs-3": {"batch_size": 16, "epochs": 3.0},
+    "listnet-epochs-3": {"loss": "listnet", "batch_size": 4, "epochs": 3.0},
     "negatives-1": {"negatives": 1, "epochs": 2.0},
     "negatives-7": {"negatives": 7, "epochs": 0.5},
     "de-negatives": {"mined": "de"},
@@ -39,12 +41,14 @@ SETTINGS = {
     "head-prior": {"head": "prior"},
     "distill": {"distill": 1.0},
     "distill-only": {"distill": 1.0, "epochs": 0.0},
+    "distill-bm25": {"distill": 1.0, "teacher": "bm25"},
+    "distill-bm25-only": {"distill": 1.0, "teacher": "bm25", "epochs": 0.0},
 }
 """Each setting's changes to BASE; ``epochs`` 0 skips the labelled stage. Negatives per positive
 times epochs is held near 3 x 1 where it changes, so settings cost about the same."""
 
 
-def prepare(work: Path, depth: int):
+def prepare(work: Path, depth: int, max_words: int):
     """COVID-QA's splits, passage texts, BM25 and the untrained dual encoder's runs (train
     queries: mining and the teacher; test queries: the first stage), cached under ``work``."""
     from dapr.data import Run
@@ -53,14 +57,16 @@ def prepare(work: Path, depth: int):
     from dapr.retrievers.dense import Dense
 
     root = Path(__file__).resolve().parents[2] / "shared" / "data" / "covid-qa"
-    dataset = load_dataset("COVID-QA", path=str(root), train_articles=0.6, dev_articles=0.1)
+    dataset = load_dataset(
+        "COVID-QA", path=str(root), train_articles=0.6, dev_articles=0.1, max_words=max_words
+    )
     texts = {p.id: p.text for d in dataset.corpus for p in d.passages if p.is_candidate}
     train, test = dataset.split("train"), dataset.split("test")
-    runs_file = work / "runs.json"
+    runs_file = work / f"runs-{max_words}.json"
     if not runs_file.is_file():
         bm25, dense = BM25(), Dense(max_length=256)
-        bm25.index(texts.items(), work / "bm25")
-        dense.index(texts.items(), work / "dense")
+        bm25.index(texts.items(), work / f"bm25-{max_words}")
+        dense.index(texts.items(), work / f"dense-{max_words}")
         runs = {
             "bm25-train": bm25.search(train.queries, 50).to_dict(),
             "de-train": dense.search(train.queries, 50).to_dict(),
@@ -72,7 +78,7 @@ def prepare(work: Path, depth: int):
     return dataset, texts, {k: Run.from_dict(v) for k, v in runs.items()}
 
 
-def one(name: str, dataset, texts, runs, work: Path, depth: int) -> dict:
+def one(name: str, dataset, texts, runs, work: Path, depth: int, max_words: int) -> dict:
     """Train the cross-encoder of setting ``name`` and measure its re-ranking."""
     from sentence_transformers import CrossEncoder
 
@@ -89,14 +95,14 @@ def one(name: str, dataset, texts, runs, work: Path, depth: int) -> dict:
                     mined=runs[f"{s['mined']}-train"], mined_count=s["negatives"])  # fmt: skip
     teacher = []
     if s["distill"]:
-        teacher = teacher_rows(runs["de-train"].to_dict(), train.queries, texts, 20, 3)
+        teacher = teacher_rows(runs[f"{s['teacher']}-train"].to_dict(), train.queries, texts, 20, 3)
     settings = Settings(
         epochs=s["epochs"] or 1.0, learning_rate=s["learning_rate"], warmup_ratio=s["warmup_ratio"],
         batch_size=s["batch_size"], max_length=128, save_steps=10_000,
     )  # fmt: skip
     model = CrossEncoder(resolve("sentence-transformers/all-MiniLM-L6-v2"), num_labels=1)
     started = time.perf_counter()
-    out = work / name
+    out = work / f"{name}-{max_words}"
     if s["epochs"]:
         record = train_cross_encoder(model, rows, out, s["loss"], settings, print, s["head"],
                                      teacher, s["distill"])  # fmt: skip
@@ -121,30 +127,32 @@ def one(name: str, dataset, texts, runs, work: Path, depth: int) -> dict:
         for name, run in (("ce", reranked), ("de", first), ("bm25", runs["bm25-test"].to_dict()))
     }
     return {"setting": name, **s, "steps": steps, "final_loss": loss, "seconds": round(seconds),
-            "base_rate_loss": record.get("base_rate_loss"), "depth": depth,
+            "base_rate_loss": record.get("base_rate_loss"), "depth": depth, "max_words": max_words,
             "questions": len(first), "mrr_ce": found["ce"], "mrr_de": found["de"],
             "mrr_bm25": found["bm25"]}  # fmt: skip
 
 
 def table(lines: list[dict]) -> str:
     """The sweep as a markdown table."""
-    head = ("| setting | lr | warm-up | epochs | negatives | loss | head | distill | steps | "
-            "final loss | min | CE MRR@10 | vs DE |")  # fmt: skip
-    out = [head, "|---|---:|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    head = ("| passage words | setting | lr | warm-up | epochs | negatives | loss | head | "
+            "distill | steps | final loss | min | CE MRR@10 | vs DE |")  # fmt: skip
+    out = [head, "|---:|---|---:|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in lines:
         negatives = f"{r['negatives']} {r['mined']}"
+        distill = f"{r['distill']:g} {r.get('teacher', 'de')}" if r["distill"] else "-"
         out.append(
-            f"| {r['setting']} | {r['learning_rate']:g} | {r['warmup_ratio']:g} | "
-            f"{r['epochs']:g} | {negatives} | {r['loss']} | {r['head']} | {r['distill']:g} | "
+            f"| {r['max_words']} | {r['setting']} | {r['learning_rate']:g} | "
+            f"{r['warmup_ratio']:g} | "
+            f"{r['epochs']:g} | {negatives} | {r['loss']} | {r['head']} | {distill} | "
             f"{r['steps']} | {r['final_loss']:.3f} | {r['seconds'] / 60:.1f} | {r['mrr_ce']:.4f} | "
             f"{r['mrr_ce'] - r['mrr_de']:+.4f} |"
         )
-    if lines:
-        r = lines[0]
-        out.append(
-            f"\nFirst stage: the untrained dual encoder's top {r['depth']} for {r['questions']} "
-            f"test questions, MRR@10 {r['mrr_de']:.4f} (BM25 {r['mrr_bm25']:.4f})."
-        )
+    seen = {r["max_words"]: r for r in lines}
+    out += [""] + [
+        f"First stage at {words} words a passage: the untrained dual encoder's top {r['depth']} "
+        f"for {r['questions']} test questions, MRR@10 {r['mrr_de']:.4f} (BM25 {r['mrr_bm25']:.4f})."
+        for words, r in sorted(seen.items())
+    ]
     return "\n".join(out)
 
 
@@ -154,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default="/tmp/dapr-ce-sweep", help="models and runs")
     parser.add_argument("--settings", nargs="*", default=list(SETTINGS), choices=list(SETTINGS))
     parser.add_argument("--depth", type=int, default=20)
+    parser.add_argument("--max-words", type=int, default=80, help="COVID-QA's passage length")
     parser.add_argument("--table", action="store_true", help="print the table and stop")
     args = parser.parse_args(argv)
     out = Path(args.out)
@@ -163,12 +172,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    dataset, texts, runs = prepare(work, args.depth)
+    dataset, texts, runs = prepare(work, args.depth, args.max_words)
     for name in args.settings:
-        if any(r["setting"] == name for r in done):
+        if any(r["setting"] == name and r["max_words"] == args.max_words for r in done):
             continue
         print(f"== {name}", flush=True)
-        result = one(name, dataset, texts, runs, work, args.depth)
+        result = one(name, dataset, texts, runs, work, args.depth, args.max_words)
         print(json.dumps(result), flush=True)
         with out.open("a") as f:
             f.write(json.dumps(result) + "\n")

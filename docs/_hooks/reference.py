@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import json
 import re
 import sys
 import typing
@@ -20,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 MARKER = re.compile(r"^<!-- reference: ([a-z-]+) -->$", re.MULTILINE)
+RESULTS = re.compile(r"^<!-- results: ([\w.-]+) -->$", re.MULTILINE)
+"""A marker for a results file kept in ``docs/results/``: a run's ``summary.md`` copied as it
+was written, or a benchmark's JSON lines (rendered by the benchmark's own ``table``)."""
 
 
 def _text(doc: str | None) -> str:
@@ -302,7 +306,30 @@ def render(markdown: str) -> str:
             raise ValueError(f"unknown reference part {name!r}; choose from: {', '.join(PARTS)}")
         return PARTS[name]()
 
-    return MARKER.sub(part, markdown)
+    return RESULTS.sub(lambda m: results(m.group(1)), MARKER.sub(part, markdown))
+
+
+def results(name: str) -> str:
+    """The results file ``docs/results/NAME`` as markdown: a ``.md`` file as it is, the
+    cross-encoder sweep's JSON lines as its table."""
+    root = Path(__file__).resolve().parents[2]
+    file = root / "docs" / "results" / name
+    if not file.is_file():
+        raise ValueError(f"docs/results/{name}: no such results file")
+    if file.suffix == ".md":
+        return file.read_text()
+    if name.startswith("cross-encoder-sweep"):
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location(
+            "cross_encoder_sweep", root / "benchmarks" / "cross_encoder_sweep.py"
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        lines = [json.loads(x) for x in file.read_text().splitlines() if x.strip()]
+        return module.table(lines) + "\n"
+    raise ValueError(f"docs/results/{name}: no renderer for this file")
 
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
