@@ -91,3 +91,15 @@ def test_category_files_and_errors(tmp_path: Path):
     assert_files(category_plot(TABLE, "nDCG@10", stem), stem)
     with pytest.raises(DaprError, match="no values"):
         category_figure({"bm25": {}}, "nDCG@10")
+
+
+@pytest.mark.parametrize("fmt", ["pdf", "png"])
+def test_a_figure_gives_the_same_bytes_whenever_it_is_written(fmt, monkeypatch):
+    import time
+
+    from dapr.analysis.plots import encoded
+
+    figure = sweep_figure(CURVES, "alpha", "nDCG@10", chosen=0.2)
+    first = encoded(figure, fmt)
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", str(int(time.time()) + 86_400))  # a day later
+    assert encoded(figure, fmt) == first

@@ -152,10 +152,15 @@ def save(fig: Figure, stem: Path) -> list[Path]:
     return paths
 
 
+STABLE = {"pdf": {"CreationDate": None}}
+"""Metadata left out so that the same figure gives the same bytes at any time."""
+
+
 def encoded(fig: Figure, fmt: str = "png") -> bytes:
-    """``fig`` as the bytes of a ``fmt`` file (png, pdf, svg)."""
+    """``fig`` as the bytes of a ``fmt`` file (png, pdf, svg); png and pdf the same bytes
+    whenever made."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format=fmt, dpi=DPI, bbox_inches="tight")
+    fig.savefig(buffer, format=fmt, dpi=DPI, bbox_inches="tight", metadata=STABLE.get(fmt))
     return buffer.getvalue()
 
 
