@@ -42,7 +42,9 @@ sys.path.insert(0, str(ROOT / "docs" / "_hooks"))
 
 import reference  # noqa: E402  (docs/_hooks/reference.py, the site's generator)
 
-PAGES = sorted(p for p in (ROOT / "docs").rglob("*.md") if "_hooks" not in p.parts)
+PAGES = sorted(  # results/ holds files that runs wrote, shown where a page names them
+    p for p in (ROOT / "docs").rglob("*.md") if not {"_hooks", "results"} & set(p.parts)
+)
 FILES = [ROOT / "README.md", *PAGES]
 
 FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
