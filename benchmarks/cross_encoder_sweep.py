@@ -23,6 +23,7 @@ from pathlib import Path
 BASE = {
     "learning_rate": 1e-4, "warmup_ratio": 0.1, "epochs": 1.0, "negatives": 3, "mined": "bm25",
     "loss": "bce", "head": "fresh", "distill": 0.0, "teacher": "de", "batch_size": 32,
+    "sample_from": 0,
 }  # fmt: skip
 SETTINGS = {
     "rocketqa": {"learning_rate": 1e-5},
@@ -33,6 +34,7 @@ SETTINGS = {
     "epochs-2": {"epochs": 2.0},
     "batch-16-epochs-3": {"batch_size": 16, "epochs": 3.0},
     "listnet-epochs-3": {"loss": "listnet", "batch_size": 4, "epochs": 3.0},
+    "sampled-negatives": {"batch_size": 16, "epochs": 3.0, "sample_from": 30},
     "negatives-1": {"negatives": 1, "epochs": 2.0},
     "negatives-7": {"negatives": 7, "epochs": 0.5},
     "de-negatives": {"mined": "de"},
@@ -92,7 +94,8 @@ def one(name: str, dataset, texts, runs, work: Path, depth: int, max_words: int)
     s = {**BASE, **SETTINGS[name]}
     train, test = dataset.split("train"), dataset.split("test")
     rows = examples(train.queries, train.qrels, texts, dataset.corpus,
-                    mined=runs[f"{s['mined']}-train"], mined_count=s["negatives"])  # fmt: skip
+                    mined=runs[f"{s['mined']}-train"], mined_count=s["negatives"],
+                    sample_from=s["sample_from"])  # fmt: skip
     teacher = []
     if s["distill"]:
         teacher = teacher_rows(runs[f"{s['teacher']}-train"].to_dict(), train.queries, texts, 20, 3)
@@ -139,6 +142,8 @@ def table(lines: list[dict]) -> str:
     out = [head, "|---:|---|---:|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in lines:
         negatives = f"{r['negatives']} {r['mined']}"
+        if r.get("sample_from"):
+            negatives += f" of top {r['sample_from']}"
         distill = f"{r['distill']:g} {r.get('teacher', 'de')}" if r["distill"] else "-"
         out.append(
             f"| {r['max_words']} | {r['setting']} | {r['learning_rate']:g} | "
