@@ -138,7 +138,7 @@ def one(name: str, dataset, texts, runs, work: Path, depth: int, max_words: int)
 def table(lines: list[dict]) -> str:
     """The sweep as a markdown table."""
     head = ("| passage words | setting | lr | warm-up | epochs | negatives | loss | head | "
-            "distill | steps | final loss | min | CE MRR@10 | vs DE |")  # fmt: skip
+            "distill | steps | mean loss | min | CE MRR@10 | vs DE |")  # fmt: skip
     out = [head, "|---:|---|---:|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in lines:
         negatives = f"{r['negatives']} {r['mined']}"
