@@ -87,7 +87,7 @@ def one(name: str, dataset, texts, runs, work: Path, depth: int, max_words: int)
     from dapr.checkpoints import resolve
     from dapr.data import Run
     from dapr.evaluation import evaluate
-    from dapr.training.cross import teacher_rows, train_cross_encoder
+    from dapr.training.cross import distill, teacher_rows, train_cross_encoder
     from dapr.training.dual import Settings
     from dapr.training.examples import examples
 
@@ -112,10 +112,8 @@ def one(name: str, dataset, texts, runs, work: Path, depth: int, max_words: int)
         steps, loss = record["steps"], record["training_loss"]
         steps += record.get("distilled", {}).get("steps", 0)
     else:  # the teacher alone
-        from dapr.training.cross import _distill
-
         model.max_length = 128
-        model, record = _distill(model, teacher, out / "distill", settings, s["distill"], print)
+        model, record = distill(model, teacher, out / "distill", settings, s["distill"], print)
         steps, loss = record["steps"], record["training_loss"]
     seconds = time.perf_counter() - started
     first = runs["de-test"].to_dict()

@@ -17,25 +17,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_bad_inputs import BASE, good_dataset
 from test_fuzz import FUZZ, _drop, _paths, _set, values
+from test_sweep import HIERARCHICAL
 
 from dapr.cli import main
 
-EXPERIMENT = """
-name: planned
-dataset: {dataset}
-depth: 50
-retrievers:
-  bm25-document: {{name: bm25, level: document}}
-  bm25: {{name: bm25}}
-  bm25+title: {{name: bm25, contextualizer: title}}
-fusion:
-  hierarchical:
-    name: hierarchical
-    document: bm25-document
-    passage: bm25
-    args: {{alpha: 0.3, documents: 2}}
-  hybrid: {{name: rrf, passages: [bm25, bm25+title]}}
-"""
+EXPERIMENT = "\nname: planned" + HIERARCHICAL  # the sweep tests' hierarchical experiment
 SWEEP = "sweep={parameter: fusion.hierarchical.args.alpha, values: [0.2, 0.6], tune_on: dev}"
 CHECKED = re.compile(r"^    (\w+)\s+(\S+)\s+(cached|computed|unknown)\b")
 RAN = re.compile(r"^  (\w+)\s+(\S+)\s+(cached|computed)\s+[\d.]+s$")

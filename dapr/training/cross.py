@@ -135,12 +135,12 @@ def train_cross_encoder(
     check(loss, head, rows)
     if settings.max_length is not None:
         model.max_length = settings.max_length
-    share = sum(1 for _ in rows) / sum(1 + len(r.negatives) for r in rows)
+    share = len(rows) / sum(1 + len(r.negatives) for r in rows)
     if head == "prior":
         _prior_head(model, share)
     distilled = None
     if teacher:
-        model, distilled = _distill(model, teacher, out / "distill", settings, teacher_epochs, log)
+        model, distilled = distill(model, teacher, out / "distill", settings, teacher_epochs, log)
     made: Any  # the loss module
     if loss == "bce":
         data, made = pairs(rows), losses.BinaryCrossEntropyLoss(model)
@@ -192,7 +192,7 @@ def _fit(
     return fit(trainer, model, out, settings, log, kind="cross", **about)
 
 
-def _distill(
+def distill(
     model: Any,
     rows: Sequence[Scored],
     out: Path,
