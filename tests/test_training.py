@@ -123,6 +123,12 @@ def test_train_stores_the_model_and_run_uses_it_by_name(tiny_encoder, tmp_path, 
     assert "train  tiny-title" in run and "index  trained" in run
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert 0 <= metrics["systems"]["trained"]["mean"]["nDCG@10"] <= 1
+    # the same model under another name: its training and its runs are found by content
+    file.write_text(EXPERIMENT.format(model=tiny_encoder, steps=4).replace("tiny-title", "other"))
+    assert main(["run", str(file), "--out", str(tmp_path / "renamed")]) == 0
+    renamed = capsys.readouterr().out
+    steps = [line.split()[:3] for line in renamed.splitlines() if line.startswith("  ")]
+    assert ["train", "other", "cached"] in steps and ["search", "trained", "cached"] in steps
     # another model under the same name: a new entry, and the runs that use it are redone
     file.write_text(EXPERIMENT.format(model=tiny_encoder, steps=2))
     assert main(["run", str(file), "--out", str(tmp_path / "again")]) == 0

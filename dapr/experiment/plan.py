@@ -50,11 +50,26 @@ def retrieval(spec: RetrieverSpec, dataset: Dataset) -> Retrieval:
     made_by = (
         spec.name,
         version_of(factory),
-        identity_of(component, spec.args),
+        by_content(identity_of(component, spec.args)),
         spec.level if spec.level == "passage" else f"document: {Document.TEXT}",
         chain.identity() if chain else None,
     )
     return Retrieval(factory, component, chain, made_by)
+
+
+def by_content(identity: Any) -> Any:
+    """``identity`` with each ``trained/<name>`` replaced by the revision of what that name
+    stores: runs of the same trained weights share their cache entries whatever the experiment
+    called the model (two recipes training one cross-encoder alike reuse each other's runs)."""
+    from dapr.checkpoints import TRAINED, revision
+
+    if isinstance(identity, str) and identity.startswith(TRAINED):
+        return f"trained@{revision(identity)}"
+    if isinstance(identity, Mapping):
+        return {key: by_content(value) for key, value in identity.items()}
+    if isinstance(identity, list | tuple):
+        return [by_content(value) for value in identity]
+    return identity
 
 
 def index_key(made_by: tuple, dataset: Dataset) -> str:
