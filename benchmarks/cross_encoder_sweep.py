@@ -23,7 +23,7 @@ from pathlib import Path
 BASE = {
     "learning_rate": 1e-4, "warmup_ratio": 0.1, "epochs": 1.0, "negatives": 3, "mined": "bm25",
     "loss": "bce", "head": "fresh", "distill": 0.0, "teacher": "de", "batch_size": 32,
-    "sample_from": 0,
+    "sample_from": 0, "extra": "",
 }  # fmt: skip
 SETTINGS = {
     "rocketqa": {"learning_rate": 1e-5},
@@ -35,6 +35,8 @@ SETTINGS = {
     "batch-16-epochs-3": {"batch_size": 16, "epochs": 3.0},
     "listnet-epochs-3": {"loss": "listnet", "batch_size": 4, "epochs": 3.0},
     "sampled-negatives": {"batch_size": 16, "epochs": 3.0, "sample_from": 30},
+    "lr-2e-4-epochs-3": {"batch_size": 16, "epochs": 3.0, "learning_rate": 2e-4},
+    "xquad-too": {"batch_size": 16, "epochs": 2.0, "extra": "xquad"},
     "negatives-1": {"negatives": 1, "epochs": 2.0},
     "negatives-7": {"negatives": 7, "epochs": 0.5},
     "de-negatives": {"mined": "de"},
@@ -80,6 +82,27 @@ def prepare(work: Path, depth: int, max_words: int):
     return dataset, texts, {k: Run.from_dict(v) for k, v in runs.items()}
 
 
+def xquad_rows(work: Path, negatives: int, sample_from: int) -> list:
+    """Training rows from XQuAD's 1,190 questions, negatives mined by BM25 over its paragraphs."""
+    from dapr.data import Run
+    from dapr.datasets import load_dataset
+    from dapr.retrievers.bm25 import BM25
+    from dapr.training.examples import examples
+
+    root = Path(__file__).resolve().parents[2] / "shared" / "data" / "xquad" / "xquad.en.json"
+    dataset = load_dataset("squad", path=str(root))
+    texts = {p.id: p.text for d in dataset.corpus for p in d.passages if p.is_candidate}
+    split = dataset.split("test")
+    runs_file = work / "runs-xquad.json"
+    if not runs_file.is_file():
+        bm25 = BM25()
+        bm25.index(texts.items(), work / "bm25-xquad")
+        runs_file.write_text(json.dumps(bm25.search(split.queries, 50).to_dict()))
+    mined = Run.from_dict(json.loads(runs_file.read_text()))
+    return examples(split.queries, split.qrels, texts, dataset.corpus, mined=mined,
+                    mined_count=negatives, sample_from=sample_from)  # fmt: skip
+
+
 def one(name: str, dataset, texts, runs, work: Path, depth: int, max_words: int) -> dict:
     """Train the cross-encoder of setting ``name`` and measure its re-ranking."""
     from sentence_transformers import CrossEncoder
@@ -96,6 +119,8 @@ def one(name: str, dataset, texts, runs, work: Path, depth: int, max_words: int)
     rows = examples(train.queries, train.qrels, texts, dataset.corpus,
                     mined=runs[f"{s['mined']}-train"], mined_count=s["negatives"],
                     sample_from=s["sample_from"])  # fmt: skip
+    if s["extra"] == "xquad":  # XQuAD's questions too, with negatives BM25 mined from XQuAD
+        rows += xquad_rows(work, s["negatives"], s["sample_from"])
     teacher = []
     if s["distill"]:
         teacher = teacher_rows(runs[f"{s['teacher']}-train"].to_dict(), train.queries, texts, 20, 3)
@@ -133,18 +158,23 @@ def one(name: str, dataset, texts, runs, work: Path, depth: int, max_words: int)
             "mrr_bm25": found["bm25"]}  # fmt: skip
 
 
+SOURCES = {"": "COVID-QA", "xquad": "COVID-QA + XQuAD"}
+"""What each value of ``extra`` trains on: COVID-QA's training questions, plus XQuAD's 1,190."""
+
+
 def table(lines: list[dict]) -> str:
     """The sweep as a markdown table."""
-    head = ("| passage words | setting | lr | warm-up | epochs | negatives | loss | head | "
-            "distill | steps | mean loss | min | CE MRR@10 | vs DE |")  # fmt: skip
-    out = [head, "|---:|---|---:|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    head = ("| passage words | setting | trained on | lr | warm-up | epochs | negatives | loss | "
+            "head | distill | steps | mean loss | min | CE MRR@10 | vs DE |")  # fmt: skip
+    out = [head, "|---:|---|---|---:|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in lines:
         negatives = f"{r['negatives']} {r['mined']}"
         if r.get("sample_from"):
             negatives += f" of top {r['sample_from']}"
         distill = f"{r['distill']:g} {r.get('teacher', 'de')}" if r["distill"] else "-"
         out.append(
-            f"| {r['max_words']} | {r['setting']} | {r['learning_rate']:g} | "
+            f"| {r['max_words']} | {r['setting']} | {SOURCES[r.get('extra', '')]} | "
+            f"{r['learning_rate']:g} | "
             f"{r['warmup_ratio']:g} | "
             f"{r['epochs']:g} | {negatives} | {r['loss']} | {r['head']} | {distill} | "
             f"{r['steps']} | {r['final_loss']:.3f} | {r['seconds'] / 60:.1f} | {r['mrr_ce']:.4f} | "
