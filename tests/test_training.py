@@ -59,6 +59,18 @@ def test_mined_negatives_come_first_in_run_order_then_same_document():
     assert [r.negatives for r in uniform(ragged)] == [("n1",), ("m1",)]
 
 
+def test_a_row_that_denoising_left_without_negatives_is_left_out_not_everyones(capsys):
+    rows = [Example("q", "p", ("n1",)), Example("r", "s", ()), Example("t", "u", ("m1", "m2"))]
+    rows.append(Example("v", "w", ("k1",)))  # most rows have one negative: every kept row has it
+    kept = uniform(rows)
+    assert [(r.query, r.negatives) for r in kept] == [
+        ("q", ("n1",)),
+        ("t", ("m1",)),
+        ("v", ("k1",)),
+    ]
+    assert "1 of 4 examples have fewer than 1 negatives" in capsys.readouterr().err
+
+
 def test_sampled_mined_negatives_come_from_the_top_unjudged_at_random():
     qrels = {"q": {"A-0": 1}}
     ranked = ["A-0", "B-1", "A-3", "B-0", "A-1", "A-2"]  # five unjudged after the positive

@@ -9,6 +9,8 @@ its context but does not answer). A passage judged for the query is never a nega
 from __future__ import annotations
 
 import random
+import sys
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -100,9 +102,21 @@ def examples(
 
 
 def uniform(rows: Sequence[Example]) -> list[Example]:
-    """The rows cut to the fewest negatives any row has: a batch needs one column count."""
-    fewest = min(len(r.negatives) for r in rows)
-    return [Example(r.query, r.positive, r.negatives[:fewest], r.label) for r in rows]
+    """The rows with one count of negatives, as a batch needs: the count most rows have (the
+    smaller on a tie); rows with more are cut to it, and rows with fewer (a query whose mined
+    candidates denoising removed) are left out with a line on stderr, so one short row does not
+    take every row's negatives away."""
+    counts = Counter(len(r.negatives) for r in rows)
+    kept = max(counts, key=lambda n: (counts[n], -n))
+    short = sum(c for n, c in counts.items() if n < kept)
+    if short:
+        print(f"dapr: training: {short} of {len(rows)} examples have fewer than {kept} negatives "
+              "(denoising removed their candidates) and are left out", file=sys.stderr)  # fmt: skip
+    return [
+        Example(r.query, r.positive, r.negatives[:kept], r.label)
+        for r in rows
+        if len(r.negatives) >= kept
+    ]
 
 
 def _siblings(corpus: Corpus) -> dict[str, tuple[str, ...]]:
