@@ -42,7 +42,8 @@ from dapr.experiment.train_sources import (
 )
 from dapr.store.cache import content_key
 
-VERSION = "1"
+VERSION = "2"
+"""Part of every model's key; 2: rows short of negatives are left out, not every row cut."""
 NEGATIVES = ("same_document", "mined", "count", "sample_from", "denoise")
 DENOISE = ("model", "below", "depth")
 AUGMENT = (
