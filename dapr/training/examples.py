@@ -111,7 +111,7 @@ def uniform(rows: Sequence[Example]) -> list[Example]:
     short = sum(c for n, c in counts.items() if n < kept)
     if short:
         print(f"dapr: training: {short} of {len(rows)} examples have fewer than {kept} negatives "
-              "(denoising removed their candidates) and are left out", file=sys.stderr)  # fmt: skip
+              "(denoising or a short ranking) and are left out", file=sys.stderr)  # fmt: skip
     return [
         Example(r.query, r.positive, r.negatives[:kept], r.label)
         for r in rows
