@@ -319,6 +319,23 @@ def test_a_model_with_separate_query_and_document_encoders_trains_both(tiny_enco
     assert type(again[0]).__name__ == "Router"
 
 
+def test_the_card_counts_the_rows_left_out_for_too_few_negatives(tiny_encoder, tmp_path, capsys):
+    from sentence_transformers import SentenceTransformer
+
+    from dapr.experiment.summary import training_markdown
+    from dapr.training.dual import Settings, train_dual_encoder
+
+    model = SentenceTransformer(str(tiny_encoder), device="cpu")
+    rows = [Example(f"question {i}", f"passage {i} text", (f"other {i}",)) for i in range(8)]
+    rows.append(Example("short", "a row denoising emptied", ()))
+    card = train_dual_encoder(model, rows, tmp_path, settings=Settings(batch_size=8, max_steps=1))
+    assert (card["examples"], card["left_out"]) == (8, 1)
+    assert json.loads((tmp_path / "training.json").read_text())["left_out"] == 1
+    card |= {"base_model": "tiny"}
+    assert "| 8 (1 short left out) | 1 |" in training_markdown({"m": card})
+    assert "| 8 | 1 |" in training_markdown({"m": card | {"left_out": 0}})
+
+
 @pytest.mark.parametrize("name", ["NaturalQuestions", "MIRACL", "ConditionalQA"])
 def test_the_shared_samples_train_splits_give_examples_with_same_document_negatives(
     shared_data, name

@@ -63,7 +63,8 @@ def csv_text(outcome: Outcome) -> str:
 
 def training_markdown(trained: dict[str, dict]) -> str:
     """One row per trained model, from its card: what it started from, what it was trained on
-    (examples, negatives per example, steps, final loss), the mined candidates its denoising
+    (examples, with those left out for too few negatives; negatives per example, steps, final
+    loss), the mined candidates its denoising
     cross-encoder removed, and the pseudo-labelled examples augmentation added."""
     if not trained:
         return ""
@@ -85,9 +86,10 @@ def training_markdown(trained: dict[str, dict]) -> str:
             if augmented
             else ""
         )
+        short = f" ({card['left_out']:,} short left out)" if card.get("left_out") else ""
         lines.append(
             f"| trained/{name} | {card.get('kind', 'dual')} | {card['base_model']} | "
-            f"{card['examples']:,} | {card['negatives_per_example']} | {card['steps']} | "
+            f"{card['examples']:,}{short} | {card['negatives_per_example']} | {card['steps']} | "
             f"{card['training_loss']:.4f} | {removed} | {added} |"
         )
     return "\n".join(lines) + "\n"

@@ -149,7 +149,9 @@ def train_cross_encoder(
     else:
         negatives = min(4, max(0, settings.batch_size - 1))
         data, made = triples(rows), losses.MultipleNegativesRankingLoss(model, negatives)
-    record = _fit(model, Dataset.from_dict(data), made, out, settings, log, loss=loss)
+    kept = len(rows) if loss == "bce" else len(data["query"])  # pairs keep ragged rows
+    record = _fit(model, Dataset.from_dict(data), made, out, settings, log, loss=loss,
+                  left_out=len(rows) - kept)  # fmt: skip
     record |= {"head": head, "negatives_per_example": max(len(r.negatives) for r in rows)}
     if loss == "bce":  # the loss of always predicting the positives' share
         record["base_rate_loss"] = -(share * math.log(share) + (1 - share) * math.log(1 - share))

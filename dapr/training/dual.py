@@ -179,7 +179,8 @@ def train_dual_encoder(
         loss=make_loss(loss, model, settings, gather),
     )
     negatives = len(data.column_names) - 2
-    return fit(trainer, model, out, settings, log, loss=loss, negatives_per_example=negatives)
+    return fit(trainer, model, out, settings, log, loss=loss, negatives_per_example=negatives,
+               left_out=len(rows) - data.num_rows)  # fmt: skip
 
 
 def fit(
