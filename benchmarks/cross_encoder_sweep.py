@@ -20,6 +20,9 @@ import sys
 import time
 from pathlib import Path
 
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+"""Where COVID-QA and XQuAD lie: the shared samples beside the checkout (``--data`` sets it)."""
+
 BASE = {
     "learning_rate": 1e-4, "warmup_ratio": 0.1, "epochs": 1.0, "negatives": 3, "mined": "bm25",
     "loss": "bce", "head": "fresh", "distill": 0.0, "teacher": "de", "batch_size": 32,
@@ -60,7 +63,7 @@ def prepare(work: Path, depth: int, max_words: int):
     from dapr.retrievers.bm25 import BM25
     from dapr.retrievers.dense import Dense
 
-    root = Path(__file__).resolve().parents[2] / "shared" / "data" / "covid-qa"
+    root = DATA / "covid-qa"
     dataset = load_dataset(
         "COVID-QA", path=str(root), train_articles=0.6, dev_articles=0.1, max_words=max_words
     )
@@ -89,7 +92,7 @@ def xquad_rows(work: Path, negatives: int, sample_from: int) -> list:
     from dapr.retrievers.bm25 import BM25
     from dapr.training.examples import examples
 
-    root = Path(__file__).resolve().parents[2] / "shared" / "data" / "xquad" / "xquad.en.json"
+    root = DATA / "xquad" / "xquad.en.json"
     dataset = load_dataset("squad", path=str(root))
     texts = {p.id: p.text for d in dataset.corpus for p in d.passages if p.is_candidate}
     split = dataset.split("test")
@@ -105,6 +108,7 @@ def xquad_rows(work: Path, negatives: int, sample_from: int) -> list:
 
 def one(name: str, dataset, texts, runs, work: Path, depth: int, max_words: int) -> dict:
     """Train the cross-encoder of setting ``name`` and measure its re-ranking."""
+    import torch
     from sentence_transformers import CrossEncoder
 
     from dapr.checkpoints import resolve
@@ -155,7 +159,14 @@ def one(name: str, dataset, texts, runs, work: Path, depth: int, max_words: int)
     return {"setting": name, **s, "steps": steps, "final_loss": loss, "seconds": round(seconds),
             "base_rate_loss": record.get("base_rate_loss"), "depth": depth, "max_words": max_words,
             "questions": len(first), "mrr_ce": found["ce"], "mrr_de": found["de"],
-            "mrr_bm25": found["bm25"]}  # fmt: skip
+            "mrr_bm25": found["bm25"], "device": device(torch)}  # fmt: skip
+
+
+def device(torch) -> str:
+    """What trained the model: the GPU's name, or the CPU cores torch used."""
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    return f"{torch.get_num_threads()} CPU cores"
 
 
 SOURCES = {"": "COVID-QA", "xquad": "COVID-QA + XQuAD"}
@@ -164,9 +175,11 @@ SOURCES = {"": "COVID-QA", "xquad": "COVID-QA + XQuAD"}
 
 def table(lines: list[dict]) -> str:
     """The sweep as a markdown table."""
-    head = ("| passage words | setting | trained on | lr | warm-up | epochs | negatives | loss | "
-            "head | distill | steps | mean loss | min | CE MRR@10 | vs DE |")  # fmt: skip
-    out = [head, "|---:|---|---|---:|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    head = (
+        "| passage words | setting | trained on | lr | warm-up | epochs | negatives | loss | head "
+        "| distill | steps | mean loss | min | trained by | CE MRR@10 | vs DE |"
+    )
+    out = [head, "|---:|---|---|---:|---:|---:|---|---|---|---:|---:|---:|---:|---|---:|---:|"]
     for r in lines:
         negatives = f"{r['negatives']} {r['mined']}"
         if r.get("sample_from"):
@@ -177,7 +190,8 @@ def table(lines: list[dict]) -> str:
             f"{r['learning_rate']:g} | "
             f"{r['warmup_ratio']:g} | "
             f"{r['epochs']:g} | {negatives} | {r['loss']} | {r['head']} | {distill} | "
-            f"{r['steps']} | {r['final_loss']:.3f} | {r['seconds'] / 60:.1f} | {r['mrr_ce']:.4f} | "
+            f"{r['steps']} | {r['final_loss']:.3f} | {r['seconds'] / 60:.1f} | "
+            f"{r.get('device', '2 CPU cores')} | {r['mrr_ce']:.4f} | "
             f"{r['mrr_ce'] - r['mrr_de']:+.4f} |"
         )
     seen = {r["max_words"]: r for r in lines}
@@ -190,14 +204,17 @@ def table(lines: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global DATA
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="JSON-lines file of results (appended)")
     parser.add_argument("--work", default="/tmp/dapr-ce-sweep", help="models and runs")
     parser.add_argument("--settings", nargs="*", default=list(SETTINGS), choices=list(SETTINGS))
     parser.add_argument("--depth", type=int, default=20)
     parser.add_argument("--max-words", type=int, default=80, help="COVID-QA's passage length")
+    parser.add_argument("--data", type=Path, default=DATA, help="folder of covid-qa/ and xquad/")
     parser.add_argument("--table", action="store_true", help="print the table and stop")
     args = parser.parse_args(argv)
+    DATA = args.data
     out = Path(args.out)
     done = [json.loads(x) for x in out.read_text().splitlines()] if out.is_file() else []
     if args.table:
