@@ -4,9 +4,9 @@ On COVID-QA (real questions over long articles, split by article: 60% of the art
 10% dev, the test questions never trained on), a cross-encoder started from all-MiniLM-L6-v2
 (a dual encoder's checkpoint, with a fresh head) is trained by dapr's own
 ``train_cross_encoder`` under each setting below, then re-ranks the untrained dual encoder's
-top 20 for every test question. Each setting varies one thing from ``base``; every result is
-appended to a JSON-lines file as it finishes (a rerun skips what is there), and ``--table``
-prints the markdown table of that file.
+top 20 for every test question. Each setting varies one or a few things from ``base`` (the
+table shows them all); every result is appended to a JSON-lines file as it finishes (a rerun
+skips what is there), and ``--table`` prints the markdown table of that file.
 
     python benchmarks/cross_encoder_sweep.py --out benchmarks/cross-encoder-sweep.jsonl
     python benchmarks/cross_encoder_sweep.py --out benchmarks/cross-encoder-sweep.jsonl --table
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -45,6 +46,11 @@ SETTINGS = {
     "de-negatives": {"mined": "de"},
     "listnet": {"loss": "listnet", "batch_size": 8},
     "mnrl": {"loss": "mnrl", "batch_size": 8},
+    "mnrl-epochs-2": {"loss": "mnrl", "batch_size": 8, "epochs": 2.0},
+    "mnrl-lr-3e-5": {"loss": "mnrl", "batch_size": 8, "learning_rate": 3e-5},
+    "mnrl-negatives-7": {"loss": "mnrl", "batch_size": 8, "negatives": 7},
+    "mnrl-batch-16": {"loss": "mnrl", "batch_size": 16},
+    "mnrl-xquad-too": {"loss": "mnrl", "batch_size": 8, "extra": "xquad"},
     "head-prior": {"head": "prior"},
     "distill": {"distill": 1.0},
     "distill-only": {"distill": 1.0, "epochs": 0.0},
@@ -135,6 +141,7 @@ def one(name: str, dataset, texts, runs, work: Path, depth: int, max_words: int)
     model = CrossEncoder(resolve("sentence-transformers/all-MiniLM-L6-v2"), num_labels=1)
     started = time.perf_counter()
     out = work / f"{name}-{max_words}"
+    shutil.rmtree(out, ignore_errors=True)  # the sweep's own folder: an earlier model would resume
     if s["epochs"]:
         record = train_cross_encoder(model, rows, out, s["loss"], settings, print, s["head"],
                                      teacher, s["distill"])  # fmt: skip
