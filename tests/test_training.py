@@ -444,6 +444,21 @@ def test_a_dual_encoder_trains_on_negatives_a_trained_cross_encoder_denoised(
         assert message in capsys.readouterr().err
 
 
+def test_pseudo_labelled_rows_get_the_negatives_most_labelled_rows_have(monkeypatch):
+    from dapr.experiment import train_cross
+
+    scores = {"[A-0]": 0.95, "[A-1]": 0.05, "[A-2]": 0.02, "[A-3]": 0.5}
+    monkeypatch.setattr(train_cross, "cross_scorer", lambda name: lambda pairs: [
+        scores[p] for _, p in pairs
+    ])  # fmt: skip
+    run = Run.from_dict({"q": {"A-0": 9.0, "A-1": 8.0, "A-2": 7.0, "A-3": 6.0}})
+    labelled = [Example("a", "p", ("n",)), Example("b", "p", ("n",)), Example("c", "p", ())]
+    augment = {"model": "trained/ce", "depth": 4}
+    rows, counts = train_cross.pseudo(augment, run, {"q": "query"}, TEXTS, labelled)
+    # one labelled row that denoising emptied does not leave the pseudo rows without negatives
+    assert rows == [Example("query", "[A-0]", ("[A-1]",))] and counts["examples"] == 1
+
+
 def test_pseudo_labels_follow_the_thresholds_strictly():
     from dapr.training.augment import pseudo_labelled
 

@@ -100,10 +100,12 @@ def denoised(denoiser: dict, mined: Any, split: Any, texts: dict) -> tuple[Any, 
 
 def pseudo(augment: dict, run: Any, queries: dict, texts: dict, rows: list) -> tuple[list, dict]:
     """Pseudo-labelled examples from the cross-encoder ``augment`` names, each with as many
-    negatives as the labelled ``rows`` have, and the counts for the model card."""
+    negatives as most labelled ``rows`` have (what a batch keeps), and the counts for the model
+    card."""
     from dapr.training.augment import pseudo_labelled
+    from dapr.training.examples import usual_count
 
-    negatives = min(len(row.negatives) for row in rows)
+    negatives = usual_count(rows)
     pseudo, counts = pseudo_labelled(
         run,
         queries,

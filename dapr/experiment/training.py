@@ -242,6 +242,7 @@ def _train_one(
         spec.loss,
         settings.identity(),
         *([spec.head] if spec.head != "fresh" else []),  # keys made before heads stay
+        *(["usual-negatives"] if spec.augment else []),  # pseudo rows once took the fewest
         *([spec.distill, [k for _, k in taught]] if teacher else []),
     )
     status = "cached"

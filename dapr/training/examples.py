@@ -101,14 +101,20 @@ def examples(
     return rows
 
 
-def uniform(rows: Sequence[Example]) -> list[Example]:
-    """The rows with one count of negatives, as a batch needs: the count most rows have (the
-    smaller on a tie); rows with more are cut to it, and rows with fewer (a query whose mined
-    candidates denoising removed) are left out with a line on stderr, so one short row does not
-    take every row's negatives away."""
+def usual_count(rows: Sequence[Example]) -> int:
+    """The count of negatives most rows have (the smaller on a tie): what :func:`uniform` keeps;
+    0 for no rows."""
     counts = Counter(len(r.negatives) for r in rows)
-    kept = max(counts, key=lambda n: (counts[n], -n))
-    short = sum(c for n, c in counts.items() if n < kept)
+    return max(counts, key=lambda n: (counts[n], -n)) if counts else 0
+
+
+def uniform(rows: Sequence[Example]) -> list[Example]:
+    """The rows with one count of negatives, as a batch needs: :func:`usual_count`; rows with
+    more are cut to it, and rows with fewer (a query whose mined candidates denoising removed)
+    are left out with a line on stderr, so one short row does not take every row's negatives
+    away."""
+    kept = usual_count(rows)
+    short = sum(1 for r in rows if len(r.negatives) < kept)
     if short:
         print(f"dapr: training: {short} of {len(rows)} examples have fewer than {kept} negatives "
               "(denoising or a short ranking) and are left out", file=sys.stderr)  # fmt: skip
