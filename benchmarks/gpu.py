@@ -45,7 +45,7 @@ SIZES = {
     "cuda": {"documents": 1_000_000, "dim": 768, "queries": 10_000, "cpu_queries": 1_000,
              "texts": None, "steps": 60, "pairs_queries": 200, "repeats": 3},
     "cpu": {"documents": 10_000, "dim": 32, "queries": 100, "cpu_queries": 100,
-            "texts": 60, "steps": 2, "pairs_queries": 2, "repeats": 1},
+            "texts": 30, "steps": 2, "pairs_queries": 1, "repeats": 1},
 }  # fmt: skip
 K = 100
 BATCH = 64
