@@ -75,7 +75,10 @@ def test_eight_sweeps_into_one_cache_compute_each_step_once(wiki_splits, tmp_pat
     assert len(computed) == steps == len(list((home / "cache").glob("*/*/COMPLETE")))
     waited = [line for _, err in logs for line in err.splitlines() if "dapr: waiting for" in line]
     unnamed = [w for w in waited if not re.search(r"which process \d+ on \S+ is computing", w)]
-    assert waited and unnamed == []
+    # whether any run waited depends on how the eight happened to overlap (a lock freed within
+    # the grace period is not reported); every wait that is reported names its holder, and the
+    # line itself is checked with a holder that surely holds, below
+    assert unnamed == []
     reference = _results(tmp_path / "alone")
     for n in range(RUNS):
         assert _results(tmp_path / f"out-{n}") == reference
