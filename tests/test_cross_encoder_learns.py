@@ -52,6 +52,7 @@ def test_a_small_cross_encoder_trained_on_real_questions_ranks_held_out_ones_abo
     )
     record = train_cross_encoder(model, rows, tmp_path, "mnrl", settings)
     assert len(rows) == 911 and record["steps"] == 57  # half an epoch of 114 batches
+    assert (record["negatives_per_example"], record["left_out"]) == (1, 0)
     reciprocal = []
     for question, answer, others in held_out[:150]:
         candidates = [answer, *rng.sample(others, CANDIDATES - 1)]

@@ -64,8 +64,8 @@ def csv_text(outcome: Outcome) -> str:
 def training_markdown(trained: dict[str, dict]) -> str:
     """One row per trained model, from its card: what it started from, what it was trained on
     (examples, with those left out for too few negatives; negatives per example, steps, final
-    loss), the mined candidates its denoising
-    cross-encoder removed, and the pseudo-labelled examples augmentation added."""
+    loss), the mined candidates its denoising cross-encoder removed, and the pseudo-labelled
+    examples augmentation added."""
     if not trained:
         return ""
     lines = [

@@ -21,7 +21,7 @@ from typing import Any
 
 from dapr.errors import DaprError
 from dapr.training.dual import Settings, fit
-from dapr.training.examples import Example, uniform
+from dapr.training.examples import Example, uniform, usual_count
 
 ROCKETQA = Settings(learning_rate=1e-5)
 """RocketQA's cross-encoder learning rate, otherwise the defaults."""
@@ -152,7 +152,8 @@ def train_cross_encoder(
     kept = len(rows) if loss == "bce" else len(data["query"])  # pairs keep ragged rows
     record = _fit(model, Dataset.from_dict(data), made, out, settings, log, loss=loss,
                   left_out=len(rows) - kept)  # fmt: skip
-    record |= {"head": head, "negatives_per_example": max(len(r.negatives) for r in rows)}
+    per_row = max(len(r.negatives) for r in rows) if loss == "bce" else usual_count(rows)
+    record |= {"head": head, "negatives_per_example": per_row}
     if loss == "bce":  # the loss of always predicting the positives' share
         record["base_rate_loss"] = -(share * math.log(share) + (1 - share) * math.log(1 - share))
     if distilled is not None:
