@@ -61,7 +61,7 @@ SETTINGS = {
 times epochs is held near 3 x 1 where it changes, so settings cost about the same."""
 
 
-def prepare(work: Path, depth: int, max_words: int):
+def prepare(work: Path, depth: int, max_words: int, data: Path = DATA):
     """COVID-QA's splits, passage texts, BM25 and the untrained dual encoder's runs (train
     queries: mining and the teacher; test queries: the first stage), cached under ``work``."""
     from dapr.data import Run
@@ -69,7 +69,7 @@ def prepare(work: Path, depth: int, max_words: int):
     from dapr.retrievers.bm25 import BM25
     from dapr.retrievers.dense import Dense
 
-    root = DATA / "covid-qa"
+    root = data / "covid-qa"
     dataset = load_dataset(
         "COVID-QA", path=str(root), train_articles=0.6, dev_articles=0.1, max_words=max_words
     )
@@ -91,14 +91,14 @@ def prepare(work: Path, depth: int, max_words: int):
     return dataset, texts, {k: Run.from_dict(v) for k, v in runs.items()}
 
 
-def xquad_rows(work: Path, negatives: int, sample_from: int) -> list:
+def xquad_rows(work: Path, negatives: int, sample_from: int, data: Path = DATA) -> list:
     """Training rows from XQuAD's 1,190 questions, negatives mined by BM25 over its paragraphs."""
     from dapr.data import Run
     from dapr.datasets import load_dataset
     from dapr.retrievers.bm25 import BM25
     from dapr.training.examples import examples
 
-    root = DATA / "xquad" / "xquad.en.json"
+    root = data / "xquad" / "xquad.en.json"
     dataset = load_dataset("squad", path=str(root))
     texts = {p.id: p.text for d in dataset.corpus for p in d.passages if p.is_candidate}
     split = dataset.split("test")
@@ -112,7 +112,8 @@ def xquad_rows(work: Path, negatives: int, sample_from: int) -> list:
                     mined_count=negatives, sample_from=sample_from)  # fmt: skip
 
 
-def one(name: str, dataset, texts, runs, work: Path, depth: int, max_words: int) -> dict:
+def one(name: str, dataset, texts, runs, work: Path, depth: int, max_words: int,
+        data: Path = DATA) -> dict:  # fmt: skip
     """Train the cross-encoder of setting ``name`` and measure its re-ranking."""
     import torch
     from sentence_transformers import CrossEncoder
@@ -130,7 +131,7 @@ def one(name: str, dataset, texts, runs, work: Path, depth: int, max_words: int)
                     mined=runs[f"{s['mined']}-train"], mined_count=s["negatives"],
                     sample_from=s["sample_from"])  # fmt: skip
     if s["extra"] == "xquad":  # XQuAD's questions too, with negatives BM25 mined from XQuAD
-        rows += xquad_rows(work, s["negatives"], s["sample_from"])
+        rows += xquad_rows(work, s["negatives"], s["sample_from"], data)
     teacher = []
     if s["distill"]:
         teacher = teacher_rows(runs[f"{s['teacher']}-train"].to_dict(), train.queries, texts, 20, 3)
@@ -211,7 +212,6 @@ def table(lines: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    global DATA
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="JSON-lines file of results (appended)")
     parser.add_argument("--work", default="/tmp/dapr-ce-sweep", help="models and runs")
@@ -221,7 +221,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DATA, help="folder of covid-qa/ and xquad/")
     parser.add_argument("--table", action="store_true", help="print the table and stop")
     args = parser.parse_args(argv)
-    DATA = args.data
     out = Path(args.out)
     done = [json.loads(x) for x in out.read_text().splitlines()] if out.is_file() else []
     if args.table:
@@ -229,12 +228,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    dataset, texts, runs = prepare(work, args.depth, args.max_words)
+    dataset, texts, runs = prepare(work, args.depth, args.max_words, args.data)
     for name in args.settings:
         if any(r["setting"] == name and r["max_words"] == args.max_words for r in done):
             continue
         print(f"== {name}", flush=True)
-        result = one(name, dataset, texts, runs, work, args.depth, args.max_words)
+        result = one(name, dataset, texts, runs, work, args.depth, args.max_words, args.data)
         print(json.dumps(result), flush=True)
         with out.open("a") as f:
             f.write(json.dumps(result) + "\n")
