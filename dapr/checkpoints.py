@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dapr.errors import DaprError
+from dapr.io.names import FIX, problem
 from dapr.paths import home
 
 if TYPE_CHECKING:
@@ -46,7 +47,11 @@ TRAINED = "trained/"
 
 
 def trained_pointer(name: str) -> Path:
-    """Where ``dapr train`` records which stored model ``trained/<name>`` is."""
+    """Where ``dapr train`` records which stored model ``trained/<name>`` is (``name`` is a
+    name, :mod:`dapr.io.names`: the pointer never lies outside ``$DAPR_HOME/trained``)."""
+    wrong = problem(name)
+    if wrong is not None:
+        raise DaprError(f"model {TRAINED + name!r}: {name!r} {wrong}; {FIX}, e.g. wiki-title")
     return home() / "trained" / f"{name}.json"
 
 

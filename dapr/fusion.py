@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from numbers import Real
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
 import numpy as np
 
 from dapr.data import Run, rank_order
 from dapr.errors import DaprError
 from dapr.ids import CorpusIds
+from dapr.ranges import Range
 
 SOFT_ZERO = 1e-4
 """Floor of the min-max divisor, so a constant list normalises to zeros instead of dividing by 0."""
@@ -124,21 +125,21 @@ class Convex:
 
     def __init__(
         self,
-        alpha: float,
+        alpha: Annotated[float, Range(0, 1)],
         normalize: Normalize = "candidates",
         scaling: Scaling = "min_max",
-        missing: float = 0.0,
-        depth: int | None = None,
+        missing: Annotated[float, Range()] = 0.0,
+        depth: Annotated[int | None, Range(1)] = None,
     ):
         if isinstance(alpha, bool) or not isinstance(alpha, Real) or not 0 <= alpha <= 1:
             raise DaprError(
                 f"{self.kind} fusion: alpha (the weight of the document scores) must be a number "
                 f"in [0, 1], got {alpha!r}"
             )
-        if isinstance(missing, bool) or not isinstance(missing, Real) or np.isnan(missing):
+        if isinstance(missing, bool) or not isinstance(missing, Real) or not np.isfinite(missing):
             raise DaprError(
                 f"{self.kind} fusion: missing (the normalised score of an unlisted candidate) "
-                f"must be a number, got {missing!r}"
+                f"must be a finite number, got {missing!r}"
             )
         if normalize not in get_args(Normalize):
             choices = ", ".join(repr(c) for c in get_args(Normalize))
@@ -205,12 +206,12 @@ class Hierarchical(Convex):
 
     def __init__(
         self,
-        alpha: float,
-        documents: int | None = None,
+        alpha: Annotated[float, Range(0, 1)],
+        documents: Annotated[int | None, Range(1)] = None,
         normalize: Normalize = "candidates",
         scaling: Scaling = "min_max",
-        missing: float = 0.0,
-        depth: int | None = None,
+        missing: Annotated[float, Range()] = 0.0,
+        depth: Annotated[int | None, Range(1)] = None,
     ):
         super().__init__(alpha, normalize, scaling, missing, depth)
         if documents is not None and (
@@ -254,7 +255,9 @@ class RRF:
 
     version = "1"
 
-    def __init__(self, k: int = 60, depth: int | None = None):
+    def __init__(
+        self, k: Annotated[int, Range(0)] = 60, depth: Annotated[int | None, Range(1)] = None
+    ):
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise DaprError(f"rrf fusion: k must be a non-negative integer, got {k!r}")
         self.k = k

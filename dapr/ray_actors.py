@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from dapr import settings
 from dapr.errors import DaprError
 
 RETRIES = 3
@@ -87,7 +88,7 @@ def placement() -> Placement:
     return Placement(tuple(map(str, ids)), os.environ.get("CUDA_VISIBLE_DEVICES"), device())
 
 
-RAY_TIMEOUT = 120.0
+RAY_TIMEOUT = settings.RAY_TIMEOUT
 """Seconds Ray may take to start or to join a cluster (``DAPR_RAY_TIMEOUT`` overrides)."""
 
 
@@ -97,13 +98,13 @@ def start_ray(address: str | None) -> None:
     processes, e.g. without a working local network)."""
     import ray
 
-    settings = {"address": address} if address else {"num_cpus": os.cpu_count() or 1}
-    timeout = float(os.environ.get("DAPR_RAY_TIMEOUT") or RAY_TIMEOUT)
+    init = {"address": address} if address else {"num_cpus": os.cpu_count() or 1}
+    timeout = settings.ray_timeout()
     failure: list[BaseException] = []
 
     def start() -> None:
         try:
-            ray.init(**settings, include_dashboard=False, log_to_driver=False)
+            ray.init(**init, include_dashboard=False, log_to_driver=False)
         except BaseException as error:  # noqa: BLE001 - handed to the waiting thread
             failure.append(error)
 

@@ -36,7 +36,7 @@ from typing import Any
 from dapr.data import Corpus, Dataset, Document, Passage, Qrels, Queries, Split
 from dapr.datasets.adapter import Adapter, RawFile
 from dapr.errors import DataError
-from dapr.io.rows import check_type, required_field, show
+from dapr.io.rows import check_type, json_problem, required_field, show
 
 NAME = "ConditionalQA"
 BASE_URL = "https://raw.githubusercontent.com/haitian-sun/ConditionalQA/master/v1_0"
@@ -166,7 +166,9 @@ def _read_json_array(path: Path) -> list[Any]:
             data = json.load(handle)
     except FileNotFoundError:
         raise DataError(f"{path}: no such file; download {BASE_URL}/{path.name}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise DataError(f"{path}: not valid JSON ({json_problem(e)}); download it again") from None
+    except UnicodeDecodeError as e:
         raise DataError(
             f"{path}: not valid JSON ({' '.join(str(e).split())}); download it again"
         ) from None

@@ -36,7 +36,7 @@ from dapr.data_loaders.beir import id_of
 from dapr.data import Corpus, Dataset, Document, Passage, Split
 from dapr.datasets.adapter import LocalAdapter
 from dapr.errors import DataError
-from dapr.io.rows import check_type, optional_field, required_field
+from dapr.io.rows import check_type, json_problem, optional_field, required_field
 
 NAME = "squad"
 _NEEDS = "SQuAD JSON holds data: [{title, paragraphs: [{context, qas: [{id, question, answers}]}]}]"
@@ -61,8 +61,10 @@ def read_json(path: Path, needs: str = _NEEDS) -> dict[str, Any]:
         raise DataError(f"{path}: not UTF-8 text; save the file as UTF-8") from None
     except json.JSONDecodeError as e:
         raise DataError(
-            f"{path}:{e.lineno}: invalid JSON ({e.msg} at column {e.colno}); {needs}"
+            f"{path}:{e.lineno}: invalid JSON ({json_problem(e, line=False)}); {needs}"
         ) from None
+    except RecursionError as e:
+        raise DataError(f"{path}: invalid JSON ({json_problem(e)}); {needs}") from None
     return check_type(data, dict, str(path), "top level", needs)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -119,11 +119,13 @@ class Kit:
 @dataclass
 class Bad:
     """What the CLI is given, and what its one line must say: ``names`` (file, key, row)
-    and ``fix`` (a key phrase of the remedy)."""
+    and ``fix`` (a key phrase of the remedy); ``env``: environment variables the CLI is run
+    with (set by the runner, restored after)."""
 
     argv: list[str]
     names: tuple[str, ...]
     fix: str
+    env: dict[str, str] = field(default_factory=dict)
 
 
 CASES: dict[str, Callable[[Kit], Bad]] = {}

@@ -25,9 +25,18 @@ def _message(name: str, good: Path, tmp: Path) -> str:
     os.environ["DAPR_HOME"] = str(tmp / "home")
     os.chdir(tmp)
     bad = catalogue.CASES[name](catalogue.Kit(tmp, good))
+    saved = {variable: os.environ.get(variable) for variable in bad.env}
+    os.environ.update(bad.env)
     err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        code = main(bad.argv)
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = main(bad.argv)
+    finally:
+        for variable, value in saved.items():
+            if value is None:
+                os.environ.pop(variable, None)
+            else:
+                os.environ[variable] = value
     line = err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else ""
     line = line.replace(str(tmp), "TMP").replace("`", "'").replace("|", "\\|")
     return f"exit {code}: `{line}`"

@@ -833,6 +833,8 @@ def test_bad_input(name, good_results, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("DAPR_HOME", str(home))
     monkeypatch.chdir(tmp_path)
     bad = CASES[name](Kit(tmp_path, good_results))
+    for variable, value in bad.env.items():
+        monkeypatch.setenv(variable, value)
     before = tree(tmp_path, home)
     capsys.readouterr()
 

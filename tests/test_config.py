@@ -172,7 +172,7 @@ def test_sweep_block_expands_a_range_and_reads_trec_metric_names(tmp_path):
         ),
         (
             "sweep: {parameter: fusion.fused.args.alpha, values: [0.5, 1.5]}",
-            "sweep.values: convex fusion: alpha",
+            "sweep.values: fusion.fused.args.alpha must be a number in [0, 1], got 1.5",
         ),
         ("sweep: {parameter: fusion.fused.args.alpha, values: []}", "at least one value"),
         (
@@ -181,11 +181,11 @@ def test_sweep_block_expands_a_range_and_reads_trec_metric_names(tmp_path):
         ),
         (  # a traceback (TypeError) before: mypy saw the exponent of .inf is a letter
             "sweep: {parameter: fusion.fused.args.alpha, values: {start: 0, stop: 1, step: .inf}}",
-            "start, stop and step must be finite",
+            "sweep.values.step must be a finite number, got inf",
         ),
         (
             "sweep: {parameter: fusion.fused.args.alpha, values: {start: .nan, stop: 1, step: 1}}",
-            "start, stop and step must be finite",
+            "sweep.values.start must be a finite number, got nan",
         ),
         (
             "sweep: {parameter: fusion.fused.args.alpha, values: [0.1], tune_on: test}",

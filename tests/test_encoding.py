@@ -52,14 +52,15 @@ def test_an_interrupted_pass_keeps_the_shards_it_stored(tmp_path):
 
 def test_resumable_writing_keeps_a_partial_entry_until_it_completes(tmp_path):
     cache = Cache(tmp_path)
-    with pytest.raises(KeyboardInterrupt), cache.writing("indexes", "k", resume=True) as store:
+    key = "0123456789abcdef0123"  # as dapr names entries
+    with pytest.raises(KeyboardInterrupt), cache.writing("indexes", key, resume=True) as store:
         (store / "shard-00000.npy").write_text("stored")
         raise KeyboardInterrupt
-    assert not cache.has("indexes", "k")
+    assert not cache.has("indexes", key)
     [partial] = entries(cache)
-    assert (partial.kind, partial.key, partial.state) == ("indexes", "k", "partial")
+    assert (partial.kind, partial.key, partial.state) == ("indexes", key, "partial")
     assert prune(cache, older_than=None, kinds=["runs"]) == []  # another kind: kept
-    with cache.writing("indexes", "k", resume=True) as store:
+    with cache.writing("indexes", key, resume=True) as store:
         assert (store / "shard-00000.npy").read_text() == "stored"
-    assert cache.has("indexes", "k") and not cache.partial("indexes", "k").exists()
+    assert cache.has("indexes", key) and not cache.partial("indexes", key).exists()
     assert [e.state for e in entries(cache)] == ["complete"]

@@ -184,7 +184,7 @@ def test_renderings_mark_each_baseline(dirs):
     assert "$^\\ddagger$ $p < 0.05$ against dense, paired t-test, Holm-corrected per column" in tex
     rows = list(csv.DictReader(io.StringIO(to_csv(table))))
     assert list(rows[0])[6:] == [f"{d} p vs {b}" for d in ("A", "B", "NQ-hard") for b in BASELINES]
-    by_row = {(r["approach"], r["retriever"]): r for r in rows}
+    by_row = {(r["approach"].removeprefix("'"), r["retriever"]): r for r in rows}
     for (row, dataset, i), p in adjusted.items():
         assert float(by_row[row][f"{dataset} p vs {BASELINES[i]}"]) == pytest.approx(p, rel=1e-5)
     assert by_row[(PO, "dense")]["A p vs dense"] == ""

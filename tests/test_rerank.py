@@ -148,7 +148,7 @@ def test_a_rerank_depth_of_zero_stops_the_file_before_any_work(tmp_path, capsys)
     )
     assert main(["run", str(file), "--out", str(tmp_path / "out")]) == 2
     error = capsys.readouterr().err
-    assert f"{file}: retrievers.ce.args: reranker 'rerank': top_k must be at least 1" in error
+    assert f"{file}: retrievers.ce.args.top_k must be a positive integer, got 0" in error
     assert not (tmp_path / "out").exists()  # refused when the file was read
 
 

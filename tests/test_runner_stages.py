@@ -16,13 +16,14 @@ from dapr.store.cache import Cache
 
 class Counting:
     """Ranks items by how often the query's first letter occurs in them; ``speed`` is a pure
-    speed setting, so it is not part of identity()."""
+    speed setting, so it is not part of identity(); ``poisoned`` scores every item NaN (a
+    broken plugin: dapr refuses a NaN argument when it reads the file, not a NaN score)."""
 
     version = "1"
     indexed = 0
 
-    def __init__(self, weight: float = 1.0, speed: int = 1):
-        self.weight = weight
+    def __init__(self, weight: float = 1.0, speed: int = 1, poisoned: bool = False):
+        self.weight = float("nan") if poisoned else weight
         self.speed = speed
 
     def identity(self) -> dict:
@@ -212,7 +213,7 @@ def test_cli_stops_with_one_line_and_status_2(wiki_slice, tmp_path, capsys, retr
 def test_a_run_with_nan_scores_is_refused_and_not_stored(components, wiki_slice, tmp_path):
     dataset, _ = wiki_slice
     cache = Cache(tmp_path / "cache")
-    broken = _experiment(tmp_path, dataset, FIRST, ["retrievers.count.args.weight=.nan"])
+    broken = _experiment(tmp_path, dataset, FIRST, ["retrievers.count.args.poisoned=true"])
     refused = r"^search count: item '.+' of query '.+' got the score nan; nothing was stored"
     with pytest.raises(DaprError, match=refused):
         Runner(broken, cache).run()

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from dapr.analysis.table import Result, SystemScores
 from dapr.errors import DaprError
+from dapr.io.rows import json_problem
 
 APPROACHES = {
     "passage_only": "passage only",
@@ -170,7 +171,11 @@ def _run_file(run: RunFolder, weight: float | None) -> Path:
 def _means(file: Path) -> dict[str, float]:
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise DaprError(
+            f"{file}: not a readable metrics file of the reference code ({json_problem(e)})"
+        ) from None
+    except (OSError, UnicodeDecodeError) as e:
         raise DaprError(
             f"{file}: not a readable metrics file of the reference code ({e})"
         ) from None

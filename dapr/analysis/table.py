@@ -9,8 +9,6 @@ web page.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -29,6 +27,7 @@ from dapr.analysis.model import (
 )
 from dapr.analysis.significance import CORRECTED, Comparison, adjust, check_correction, paired_tests
 from dapr.errors import DaprError
+from dapr.io import spreadsheet
 
 __all__ = [
     "AVERAGE",
@@ -368,9 +367,7 @@ def to_csv(table: Table) -> str:
     tests = [(d, i) for d in datasets for i in range(len(table.baselines))]
     several = len(table.baselines) > 1
     p_heads = [f"{d} p" + (f" vs {table.baselines[i]}" if several else "") for d, i in tests]
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["approach", "retriever", *table.columns, *p_heads])
+    rows = []
     for row in table.rows:
         cells = [table.cell(row, c) for c in table.columns]
         values = ["" if c is None else f"{c.mean:.6f}" for c in cells]
@@ -380,8 +377,9 @@ def to_csv(table: Table) -> str:
             tested = None if cell is None else cell.comparisons[i]
             p = None if tested is None else tested.adjusted
             ps.append("" if p is None or math.isnan(p) else f"{p:.6g}")
-        writer.writerow([*row, *values, *ps])
-    return buffer.getvalue()
+        rows.append([*row, *values, *ps])
+    header = ["approach", "retriever", *table.columns, *p_heads]
+    return spreadsheet.csv_text(header, rows, lineterminator="\n")
 
 
 _LATEX = {

@@ -10,6 +10,7 @@ import sys
 import threading
 from collections.abc import Iterator
 
+from dapr import settings
 from dapr.cli import (
     cache,
     check,
@@ -28,10 +29,6 @@ GROUPS = (run, check, train, data, contextualize, results, runs, evaluate, cache
 """In the order ``dapr --help`` lists them."""
 
 
-GRACE = 10.0
-"""Seconds dapr has, after SIGTERM, to stop at a safe point before it exits regardless
-(``DAPR_GRACE_SECONDS`` overrides; Slurm sends SIGKILL 30 s after SIGTERM by default)."""
-
 RESUME = "finished steps are cached, rerun the same command to resume"
 
 
@@ -42,7 +39,14 @@ class Terminated(BaseException):
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    with _terminate_gracefully():
+    try:  # every DAPR_* variable, before any work (and the grace period before SIGTERM's handler)
+        for warning in settings.check():
+            print(warning, file=sys.stderr)
+        grace = settings.grace_seconds()
+    except DaprError as error:
+        print(f"dapr: error: {error}", file=sys.stderr)
+        return 2
+    with _terminate_gracefully(grace):
         try:
             return args.handler(args)
         except DaprError as error:
@@ -68,16 +72,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 @contextlib.contextmanager
-def _terminate_gracefully() -> Iterator[None]:
+def _terminate_gracefully(grace: float | None = None) -> Iterator[None]:
     """Meanwhile SIGTERM raises :class:`Terminated` in the main thread, and a process that has
-    not stopped :data:`GRACE` seconds later (a long call in a C library) exits at once."""
+    not stopped ``grace`` seconds later (a long call in a C library) exits at once (None: as
+    ``DAPR_GRACE_SECONDS`` says, read now: never in the handler)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    seconds = settings.grace_seconds() if grace is None else grace
 
     def terminate(signum: int, frame: object) -> None:
-        grace = float(os.environ.get("DAPR_GRACE_SECONDS") or GRACE)
-        timer = threading.Timer(grace, _exit_now)
+        timer = threading.Timer(seconds, _exit_now)
         timer.daemon = True
         timer.start()
         raise Terminated

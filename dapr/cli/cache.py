@@ -29,7 +29,9 @@ def add(commands: argparse._SubParsersAction) -> None:
         help="remove entries not used for a while, and what killed runs left behind",
         description="Removes complete entries unused for --older-than DAYS (or every entry with "
         "--everything), always with the temporary files of killed runs and incomplete entries. "
-        "An entry a running experiment holds is waited for, never removed under it.",
+        "An entry a running experiment holds is waited for, never removed under it. What is "
+        "not an entry dapr wrote (results put in the cache, another program's files) is listed "
+        "and left alone.",
     )
     when = prune.add_mutually_exclusive_group(required=True)
     when.add_argument("--older-than", type=float, metavar="DAYS")
@@ -67,7 +69,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _prune(args: argparse.Namespace) -> int:
     from dapr.store.cache import Cache
-    from dapr.store.housekeeping import human_size, prune
+    from dapr.store.housekeeping import foreign, human_size, prune
 
     if args.older_than is not None and args.older_than < 0:
         raise DaprError(f"--older-than must be a number of days >= 0, got {args.older_than}")
@@ -78,4 +80,10 @@ def _prune(args: argparse.Namespace) -> int:
         print(f"  {entry.kind:<9} {entry.key}  {human_size(entry.bytes)}  {entry.state}")
     total = human_size(sum(entry.bytes for entry in removed))
     print(f"{verb} {len(removed)} entries, {total}")
+    cache = Cache()
+    strange = foreign(cache)
+    for path in strange:
+        print(f"  left      {path.relative_to(cache.root)}  (not an entry dapr wrote)")
+    if strange:
+        print(f"left {len(strange)} paths under {cache.root} that dapr did not write")
     return 0

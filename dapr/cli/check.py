@@ -12,8 +12,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dapr.cli import run
+
+if TYPE_CHECKING:
+    from dapr.experiment.plan import Planned
+    from dapr.experiment.spec import Experiment
 
 
 def add(commands: argparse._SubParsersAction) -> None:
@@ -32,7 +37,7 @@ def _check(args: argparse.Namespace) -> int:
     from dapr.experiment.validate import validate
 
     problems: list[str] = []
-    experiments = []
+    experiments: list[Experiment] = []
     for raw in raw_grid(args.file, args.overrides, args.variant):
         try:
             experiments.append(validate(raw, args.file))
@@ -47,11 +52,12 @@ def _check(args: argparse.Namespace) -> int:
     return 2 if problems else 0
 
 
-def _show(experiment, args: argparse.Namespace) -> list[str]:
+def _show(experiment: Experiment, args: argparse.Namespace) -> list[str]:
     """Print the plan of one experiment; its problems, one line each."""
     from dapr.errors import DaprError
     from dapr.experiment import plan
     from dapr.experiment.results import METRICS, check_output
+    from dapr.experiment.train_checks import readable_now, training_problems
     from dapr.store.cache import Cache
 
     path, problems = args.file, []
@@ -78,6 +84,8 @@ def _show(experiment, args: argparse.Namespace) -> list[str]:
         found = plan.plan_steps(experiment, dataset, Cache().has)
         steps = found.steps
         problems += [f"{path}: {problem}" for problem in found.problems]
+        readable = readable_now(experiment)  # a source dapr would build or download: unread
+        problems += [f"{path}: {p}" for p in training_problems(experiment, dataset, readable)]
 
     print(f"{experiment.name} ({path}), split {experiment.split}")
     print(f"  dataset  {experiment.dataset}: {source.what} ({offline[source.offline]})")
@@ -99,11 +107,13 @@ def _show(experiment, args: argparse.Namespace) -> list[str]:
 STATUSES = ("computed", "cached", "unknown")
 
 
-def _unknown(exp, why: str) -> list:
+def _unknown(exp: Experiment, why: str) -> list[Planned]:
     """The steps of a plan whose keys cannot be known yet: one per system."""
     from dapr.experiment.plan import Planned
 
-    steps = [Planned("train", name, "unknown", note="decided when run") for name in exp.train]
+    steps: list[Planned] = [
+        Planned("train", name, "unknown", note="decided when run") for name in exp.train
+    ]
     steps += [
         Planned("rerank" if spec.first_stage else "search", system, "unknown", note=why)
         for system, spec in exp.retrievers.items()
@@ -111,7 +121,7 @@ def _unknown(exp, why: str) -> list:
     return steps + [Planned("fuse", system, "unknown", note=why) for system in exp.fusion]
 
 
-def _where(model: str, experiment) -> str:
+def _where(model: str, experiment: Experiment) -> str:
     """Whether ``model`` is on this machine, and where."""
     import importlib.util
 

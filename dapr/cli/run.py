@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dapr.experiment.schedule import Done
+    from dapr.experiment.spec import Experiment
 
 
 def add(commands: argparse._SubParsersAction) -> None:
@@ -63,7 +69,7 @@ def plan_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def output_dir(args: argparse.Namespace, experiment) -> Path:
+def output_dir(args: argparse.Namespace, experiment: Experiment) -> Path:
     """Where the results of ``experiment`` go: ``--out``, else ``results/<experiment>`` (with
     the variant and ``--set`` overrides); one directory per dataset of a grid."""
     name, _, dataset = experiment.name.partition("/")  # a grid's experiments: <name>/<dataset>
@@ -72,15 +78,23 @@ def output_dir(args: argparse.Namespace, experiment) -> Path:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from dapr.datasets import load_dataset
     from dapr.experiment.config import load_grid
     from dapr.experiment.results import check_output
+    from dapr.experiment.train_checks import check_data
 
+    if args.ray_address:  # as dapr train does; the file's devices are then the workers'
+        os.environ["RAY_ADDRESS"] = args.ray_address
     experiments = load_grid(args.file, args.overrides, args.variant)
     outs = []
     for experiment in experiments:
         outs.append(output_dir(args, experiment))
         check_output(outs[-1], experiment, args.overwrite)  # before any work
-    ran: Sequence[Sequence] = [()] * len(experiments)
+    for experiment in experiments:  # a train: block's data too (dapr check asks the same)
+        if experiment.train:
+            dataset = load_dataset(experiment.dataset, **experiment.dataset_args)
+            check_data(experiment, dataset, args.file)
+    ran: Sequence[Sequence[Done]] = [()] * len(experiments)
     if args.ray or args.ray_address:
         ran = _run_jobs(experiments, args.ray_address)
     for experiment, out, jobs in zip(experiments, outs, ran):
@@ -95,7 +109,7 @@ PROFILE_LINES = 30
 """Functions the printed profile lists (the file holds them all)."""
 
 
-def _profiled(experiment, out: Path, jobs: Sequence = ()) -> None:
+def _profiled(experiment: Experiment, out: Path, jobs: Sequence[Done] = ()) -> None:
     """:func:`_run_one` under cProfile; the functions by cumulative time to stdout (the first
     :data:`PROFILE_LINES`) and to ``out/profile.txt`` (all)."""
     import cProfile
@@ -132,7 +146,7 @@ def overridden(overrides: list[str], variant: str | None = None) -> str:
     return "@" + safe
 
 
-def _run_jobs(experiments: list, ray_address: str | None) -> list[list]:
+def _run_jobs(experiments: list[Experiment], ray_address: str | None) -> list[list[Done]]:
     """Compute every retrieval run of the experiments (and of their sweeps' tuning splits) as
     parallel Ray jobs; the experiments then find them in the cache. Returns the finished jobs
     (:class:`dapr.experiment.schedule.Done`) of each experiment."""
@@ -159,14 +173,14 @@ def _run_jobs(experiments: list, ray_address: str | None) -> list[list]:
     return [[by_key[j.key] for j in plan(_with_tuning(e))] for e in experiments]
 
 
-def _with_tuning(experiment) -> list:
+def _with_tuning(experiment: Experiment) -> list[Experiment]:
     """``experiment``, and for a sweep the same experiment on its tuning split."""
     if experiment.sweep is None:
         return [experiment]
     return [experiment, replace(experiment, split=experiment.sweep.tune_on)]
 
 
-def _run_one(experiment, out: Path, jobs: Sequence = ()) -> None:
+def _run_one(experiment: Experiment, out: Path, jobs: Sequence[Done] = ()) -> None:
     """Run ``experiment`` (its retrieval ``jobs``, if they ran on Ray, in its manifest)."""
     from dapr.experiment import results, summary, sweep
     from dapr.experiment.manifest import manifest

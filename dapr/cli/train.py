@@ -46,6 +46,7 @@ def _train(args: argparse.Namespace) -> int:
     from dapr.datasets import load_dataset
     from dapr.experiment.config import load_grid
     from dapr.experiment.runner import Runner
+    from dapr.experiment.train_checks import check_data
     from dapr.experiment.training import train_models
 
     if args.ray_address:
@@ -53,8 +54,10 @@ def _train(args: argparse.Namespace) -> int:
     experiments = load_grid(args.file, args.overrides, args.variant)
     if not any(e.train for e in experiments):
         raise DaprError(f"{args.file}: no train: block; name the models to train under train:")
-    for experiment in experiments:
-        dataset = load_dataset(experiment.dataset, **experiment.dataset_args)
+    datasets = [load_dataset(e.dataset, **e.dataset_args) for e in experiments]
+    for experiment, dataset in zip(experiments, datasets):  # every one before the first trains
+        check_data(experiment, dataset, args.file)
+    for experiment, dataset in zip(experiments, datasets):
         runner = Runner(experiment)
         print(f"{experiment.name}: training on {dataset.name}")
         for done in train_models(experiment, runner, dataset):

@@ -45,7 +45,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from dapr import checkpoints
 from dapr.contextualizers.mentions import (
@@ -59,6 +59,7 @@ from dapr.contextualizers.mentions import (
 from dapr.contextualizers.spacy_models import installed_name, model_version, spacy_pipeline
 from dapr.data import Document
 from dapr.errors import DaprError, check_choice
+from dapr.ranges import Device, Range
 
 logger = logging.getLogger(__name__)
 
@@ -183,11 +184,11 @@ class Coref:
         self,
         backend: str = "fastcoref",
         model: str = "biu-nlp/f-coref",
-        device: str | None = None,
-        batch_size: int = 10000,
-        window: int = 2048,
-        overlap: int | None = None,
-        max_antecedents: int = 50,
+        device: Annotated[str | None, Device()] = None,
+        batch_size: Annotated[int, Range(1)] = 10000,
+        window: Annotated[int, Range(1)] = 2048,
+        overlap: Annotated[int | None, Range(0)] = None,  # and below window
+        max_antecedents: Annotated[int, Range(1)] = 50,
     ):
         overlap = window // 8 if overlap is None else overlap
         if window < 1 or not 0 <= overlap < window:

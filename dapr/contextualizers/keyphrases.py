@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from dapr.contextualizers.spacy_models import model_version as spacy_model_version
 from dapr.data import Document
 from dapr.errors import DaprError, check_choice
+from dapr.ranges import Range
 
 if TYPE_CHECKING:
     from spacy.pipeline import AttributeRuler, Sentencizer
@@ -56,9 +57,9 @@ class Keyphrases:
     def __init__(
         self,
         backend: str = "native",
-        n: int = 10,
+        n: Annotated[int, Range(0)] = 10,
         separator: str = " ",
-        max_chars: int = 65536,
+        max_chars: Annotated[int, Range(1)] = 65536,
         spacy_model: str = "en_core_web_sm",
     ):
         check_choice("keyphrases", "backend", backend, BACKENDS)

@@ -34,6 +34,7 @@ from dapr.io.rows import (
     add_query,
     as_grade,
     check_type,
+    json_file,
     judge,
     optional_field,
     parquet_columns,
@@ -66,6 +67,8 @@ QRELS_SCHEMA = pa.schema(
 )
 LABELS_SCHEMA = pa.schema([("query_id", pa.string()), ("label", pa.string())])
 META_FILE = "meta.json"
+MAX_META_BYTES = 1 << 20
+"""The most a dataset's ``meta.json`` may hold (a real one: a few hundred bytes)."""
 
 ALL_SPLITS = "all"
 """Name of the published hub data's qrels file that unites every split."""
@@ -123,10 +126,7 @@ def _read_meta(path: Path) -> tuple[int, tuple[str, ...], str]:
         'meta.json holds {"relevance_level": <integer>, "notes": [<string>, ...], '
         '"language": <code>}'
     )
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DataError(f"{path}: not valid JSON ({e}); {needs}") from None
+    meta = json_file(path, MAX_META_BYTES, needs)
     check_type(meta, dict, str(path), "meta.json", needs)
     level = optional_field(meta, "relevance_level", int, str(path), needs, 1)
     notes = optional_field(meta, "notes", list, str(path), needs, [])

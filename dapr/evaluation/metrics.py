@@ -18,6 +18,7 @@ from functools import lru_cache
 from dapr.data import Qrels
 from dapr.errors import DaprError
 from dapr.interfaces import Measure
+from dapr.ranges import Range, number_problem
 from dapr.registry import metrics as registry
 
 DEFAULT_METRICS = ("nDCG@10", "R@100", "MRR@10")
@@ -120,7 +121,7 @@ def _parse(name: str, generation: int) -> Metric:
     if trec is not None:
         family, cutoff = trec.groups()
         name = _TREC_NAMES[family] + (f"@{cutoff}" if cutoff else "")
-    match = re.fullmatch(r"([A-Za-z][\w-]*?)(?:@(\d+))?", name)
+    match = re.fullmatch(r"([A-Za-z][\w-]*?)(?:@([^@]+))?", name)
     if match is None or match.group(1) not in registry:
         raise DaprError(f"unknown metric {name!r}; use {', '.join(_spellings())} (e.g. nDCG@10)")
     family, cutoff = match.group(1), match.group(2)
@@ -132,12 +133,19 @@ def _parse(name: str, generation: int) -> Metric:
         )
     if measure.cutoff == "required" and cutoff is None:
         raise DaprError(f"metric {name!r} needs a cutoff, e.g. {family}@10")
-    if cutoff is not None and int(cutoff) < 1:
-        raise DaprError(f"metric {name!r}: the cutoff must be at least 1, e.g. {family}@10")
+    digits = cutoff is not None and cutoff.isascii() and cutoff.isdigit()
+    if cutoff is not None and not (digits and number_problem(int(cutoff), "", CUTOFFS) is None):
+        raise DaprError(
+            f"metric {name!r}: the cutoff must be at least 1, a whole number below 2**63, "
+            f"e.g. {family}@10"
+        )
     if measure.cutoff == "none" and cutoff is not None:
         raise DaprError(f"metric {name!r} takes no cutoff; write {family}")
     return Metric(name, measure, int(cutoff) if cutoff else None)
 
+
+CUTOFFS = Range(1)
+"""A cutoff is a positive integer (and below 2**63, as :data:`dapr.ranges.INT_LIMIT`)."""
 
 BUILT_IN = ("nDCG", "R", "P", "RR", "MRR", "AP", "MAP", "Acc", "Judged")
 """The built-in families, in the order error messages list them (plugins follow)."""

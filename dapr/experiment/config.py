@@ -13,9 +13,12 @@ from pathlib import Path
 
 import yaml
 
+from dapr.datasets.irds import IRDS
 from dapr.errors import ConfigError
 from dapr.experiment.spec import Experiment
 from dapr.experiment.validate import validate
+from dapr.io import names
+from dapr.io.files import read_at_most
 
 
 def load(path: Path, overrides: Sequence[str] = (), variant: str | None = None) -> Experiment:
@@ -46,10 +49,26 @@ MAX_BYTES = 1 << 20
 """An experiment file larger than this is refused (a real one is a few kilobytes)."""
 MAX_VALUES = 100_000
 """Values an experiment file may expand to, aliases counted each time they are used."""
+MAX_DEPTH = 64
+"""How deep an experiment file's values may nest (a real one: under 10), aliases followed."""
+TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep (an experiment is under 10); flatten it"
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """YAML's safe loader that refuses a key given twice in one mapping."""
+    """YAML's safe loader that refuses a key given twice in one mapping, and nesting deeper
+    than :data:`MAX_DEPTH` before its recursive composer recurses."""
+
+    depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+        if self.depth >= MAX_DEPTH:
+            line = self.peek_event().start_mark.line + 1
+            raise ConfigError(f"{self.name}:{line}: {TOO_DEEP}")
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict[object, int] = {}
@@ -67,35 +86,39 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _count(value: object, budget: int) -> int:
-    """How many values ``value`` holds (shared ones counted at each use), up to ``budget``."""
-    stack, seen = [value], 0
+def _count(value: object, budget: int) -> tuple[int, int]:
+    """How many values ``value`` holds (shared ones counted at each use), up to ``budget``, and
+    how deep they nest."""
+    stack, seen, deepest = [(value, 1)], 0, 0
     while stack and seen <= budget:
-        item = stack.pop()
+        item, depth = stack.pop()
         seen += 1
+        deepest = max(deepest, depth)
         if isinstance(item, dict):
-            stack.extend(item.values())
+            stack.extend((child, depth + 1) for child in item.values())
         elif isinstance(item, list):
-            stack.extend(item)
-    return seen
+            stack.extend((child, depth + 1) for child in item)
+    return seen, deepest
 
 
 def _read(path: Path) -> dict:
     if path.is_dir():
         raise ConfigError(f"{path}: is a directory; give an experiment file (.yaml)")
-    if path.is_file() and path.stat().st_size > MAX_BYTES:
-        raise ConfigError(
-            f"{path}: {path.stat().st_size:,} bytes is not an experiment file (at most "
-            f"{MAX_BYTES:,}); give the YAML file of the experiment"
-        )
     try:
-        text = path.read_text(encoding="utf-8")
-        loader = _StrictLoader(text)
-        loader.name = str(path)
-        try:
-            raw = loader.get_single_data()
-        finally:
-            loader.dispose()
+        data = read_at_most(path, MAX_BYTES)  # a device or /proc file has no size to trust
+        regular = path.is_file()
+        if len(data) > MAX_BYTES:
+            size = f"{path.stat().st_size:,} bytes" if regular else "what it gives"
+            raise ConfigError(
+                f"{path}: {size} is more than an experiment file holds (at most "
+                f"{MAX_BYTES:,} bytes); give the YAML file of the experiment"
+            )
+        if not data and not regular:
+            raise ConfigError(
+                f"{path}: nothing to read (not a file: a pipe with no writer?); give the YAML "
+                "file of the experiment"
+            )
+        raw = _yaml(data.decode("utf-8"), str(path))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such experiment file; check the path") from None
     except UnicodeDecodeError as error:
@@ -112,12 +135,25 @@ def _read(path: Path) -> dict:
         raise ConfigError(f"{path}: not valid YAML ({error}); fix the YAML there") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
-    if _count(raw, MAX_VALUES) > MAX_VALUES:
+    values, depth = _count(raw, MAX_VALUES)
+    if values > MAX_VALUES:
         raise ConfigError(
             f"{path}: expands to more than {MAX_VALUES:,} values (YAML aliases used over and "
             "over?); write the settings out"
         )
+    if depth > MAX_DEPTH:  # aliases nest what the text does not
+        raise ConfigError(f"{path}: {TOO_DEEP} (YAML aliases inside aliases?)")
     return raw
+
+
+def _yaml(text: str, name: str) -> object:
+    """``text`` read as YAML by :class:`_StrictLoader` (``name``: where it comes from)."""
+    loader = _StrictLoader(text)
+    loader.name = name
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def _override(raw: dict, assignment: str, path: Path) -> None:
@@ -125,7 +161,7 @@ def _override(raw: dict, assignment: str, path: Path) -> None:
     if not sep or not key:
         raise ConfigError(f"--set {assignment!r}: write it as key=value, e.g. --set split=dev")
     try:
-        parsed = yaml.safe_load(value) if value else ""
+        parsed = _yaml(value, f"--set {key}") if value else ""
     except yaml.YAMLError:
         raise ConfigError(
             f"--set {assignment!r}: the value is not valid YAML; quote it, e.g. --set "
@@ -165,4 +201,29 @@ def raw_grid(path: Path, overrides: Sequence[str] = (), variant: str | None = No
             f"{path}: dataset must be a name, a directory, or a non-empty list of them"
         )
     name = raw.get("name", path.stem)
-    return [{**raw, "dataset": d, "name": f"{name}/{Path(d).name}"} for d in datasets]
+    folders = [_grid_folder(d, path, f"dataset[{n}]") for n, d in enumerate(datasets)]
+    same = names.collide(zip(datasets, folders))
+    if same is not None:
+        (first, folder), (second, _) = same
+        raise ConfigError(
+            f"{path}: dataset: {first!r} and {second!r} would write their results to one folder, "
+            f"{name}/{folder} (a grid point's folder is its dataset's folder name, and names that "
+            "differ only by case are one folder on macOS and Windows); rename one of the "
+            "folders, or run each on its own with --set dataset=DIR --out DIR"
+        )
+    if raw.get("train") and len(datasets) > 1:
+        raise ConfigError(
+            f"{path}: train: with a dataset: list each model would be trained once per dataset "
+            "under one name, trained/<name>, each replacing the last; train on one dataset "
+            "(--set dataset=DIR), or use a file per dataset whose models have names of their own"
+        )
+    return [{**raw, "dataset": d, "name": f"{name}/{f}"} for d, f in zip(datasets, folders)]
+
+
+def _grid_folder(dataset: str, path: Path, key: str) -> str:
+    """The folder of a grid point's results: its dataset's folder name (an ir_datasets id's
+    last part, a directory's name also when given as ``.`` or ``..``), checked as a name."""
+    folder = Path(dataset.removeprefix(IRDS)).name
+    if folder in ("", ".", ".."):
+        folder = Path(dataset).resolve().name
+    return names.component(folder, path, key, "folder name", "wiki-sample")

@@ -28,7 +28,14 @@ from dapr.experiment.runner import Outcome
 from dapr.experiment.spec import Experiment
 from dapr.experiment.sweep import SweepResult
 from dapr.io import faults, write_trec_run
-from dapr.io.files import atomic_directory, write_bytes_atomic, writer, writer_gone
+from dapr.io.files import (
+    atomic_directory,
+    write_bytes_atomic,
+    writer,
+    writer_gone,
+)
+from dapr.io.names import outside_home, problem
+from dapr.io.rows import json_file
 from dapr.io.trec import check_run
 
 METRICS = "metrics.json"
@@ -74,6 +81,7 @@ def check_output(out: Path, experiment: Experiment | None = None, overwrite: boo
     (one with ``metrics.json``), which :func:`write` replaces whole.
     """
     out = Path(os.path.abspath(out))
+    outside_home(out)
     if experiment is not None and not overwrite:
         _same_configuration(out, experiment)
     if out.exists() and not out.is_dir():
@@ -260,6 +268,7 @@ def _write_sweep(result: SweepResult, out: Path) -> None:
 
 def write_tables(out: Path, stem: str, tables: Mapping[str, str]) -> None:
     """``out/<stem>.<extension>`` for each ``{extension: text}`` (a report's table formats)."""
+    outside_home(out)
     out.mkdir(parents=True, exist_ok=True)
     for extension, text in tables.items():
         _write_text(out / f"{stem}.{extension}", text)
@@ -317,11 +326,13 @@ def read_sweep(directory: Path) -> dict[str, Any]:
     return _json(file)
 
 
+MAX_JSON_BYTES = 1 << 30
+"""The most a results file read back may hold (``/dev/zero`` given as one is not read forever)."""
+
+
 def _json(file: Path) -> dict[str, Any]:
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DaprError(f"{file}: not valid JSON ({e}); rerun `dapr run` to rewrite it") from None
+        data = json_file(file, MAX_JSON_BYTES, "rerun `dapr run` to rewrite it", DaprError)
     except OSError as e:
         raise DaprError(f"{file}: cannot be read ({e.strerror}); check its permissions") from None
     if not isinstance(data, dict):
@@ -347,6 +358,14 @@ def export_runs(
         raise DaprError(
             f"{directory}: no system {unknown[0]!r}; choose from: {', '.join(metrics['systems'])}"
         )
+    for system in chosen:  # runs/<system>.trec is read, <out>/<system>.trec written
+        wrong = problem(system)
+        if wrong is not None:
+            raise DaprError(
+                f"{directory / METRICS}: systems: system name {system!r} {wrong}, so it names no "
+                "run file dapr wrote; rerun `dapr run` to rewrite the results"
+            )
+    outside_home(out)
     spec = manifest.get("experiment", {})
     out.mkdir(parents=True, exist_ok=True)
     written = []

@@ -16,8 +16,9 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from dapr import ranges
 from dapr.errors import ConfigError, DaprError
 from dapr.evaluation import DEFAULT_METRICS
 from dapr.experiment.chain import ContextStep
@@ -26,7 +27,9 @@ LEVELS = ("passage", "document")
 CATEGORY_SOURCES = ("dataset", "title_mention")
 
 
-def yaml(accepts: tuple[type, ...], kind: str, default: Any = dataclasses.MISSING, **kw: Any):
+def yaml(
+    accepts: tuple[type, ...], kind: str, default: Any = dataclasses.MISSING, **kw: Any
+) -> Any:
     """A field whose YAML form is one of ``accepts`` (named ``kind`` in error messages)."""
     return field(default=default, metadata={"yaml": accepts, "kind": kind}, **kw)
 
@@ -125,15 +128,15 @@ class Resources:
     """What each retrieval job asks Ray for, and over how many Ray actors it spreads encoding
     and contextualizing its corpus (``actors``; 0 or absent: it does that itself)."""
 
-    gpus_per_job: float = 0
+    gpus_per_job: Annotated[float, ranges.Range(0)] = 0
     """GPUs each retrieval job asks Ray for (a job given GPUs runs in its own process)."""
-    cpus_per_job: float = 1
+    cpus_per_job: Annotated[float, ranges.Range(0)] = 1
     """CPUs each retrieval job asks Ray for."""
-    actors: int = 0
+    actors: Annotated[int, ranges.Range(0)] = 0
     """Ray actors a job spreads contextualizing and encoding its corpus over."""
-    gpus_per_actor: float = 0
+    gpus_per_actor: Annotated[float, ranges.Range(0)] = 0
     """GPUs each of those actors asks Ray for."""
-    cpus_per_actor: float = 1
+    cpus_per_actor: Annotated[float, ranges.Range(0)] = 1
     """CPUs each of those actors asks Ray for."""
 
 
@@ -216,7 +219,7 @@ class Experiment:
     """Options of the dataset (``path``, ``train_articles``...); see the datasets page."""
     split: str = "test"
     """The split whose queries are evaluated."""
-    depth: int = 1000
+    depth: Annotated[int, ranges.Range(1)] = 1000
     """How many items each system retrieves per query."""
     metrics: tuple[str, ...] = DEFAULT_METRICS
     """ir_measures' names (``nDCG@10``, ``R@100``...) or trec_eval's."""
@@ -224,7 +227,7 @@ class Experiment:
     """The retrieval systems, by the name their runs and table rows get."""
     fusion: dict[str, FusionSpec] = field(default_factory=dict)
     """Fusions of the systems above, by name."""
-    workers: int | None = None
+    workers: Annotated[int | None, ranges.Range(1)] = None
     """Processes for contextualizing a corpus (default: every core)."""
     categories: str = "dataset"
     """Query categories for per-category results: ``dataset`` (the dataset's own labels),
@@ -277,6 +280,20 @@ def check_fields(raw: Any, section: type, path: Path, where: str) -> None:
         exact_int = types_ == (int,)
         if not isinstance(value, types_) or (isinstance(value, bool) and exact_int):
             raise ConfigError(f"{path}: {prefix}{key} must be {kind}, got {value!r}")
+        if kind in ("an integer", "a number"):  # finite, and in the range the field declares
+            problem = ranges.number_problem(value, kind, _bounds(section).get(key))
+            if problem is not None:
+                raise ConfigError(f"{path}: {prefix}{key} {problem}")
+
+
+def _bounds(section: type) -> dict[str, ranges.Range]:
+    """The :class:`~dapr.ranges.Range` each field of ``section`` declares."""
+    found = {}
+    for key, hint in typing.get_type_hints(section, include_extras=True).items():
+        bounds = [d for d in ranges.declared(hint)[1] if isinstance(d, ranges.Range)]
+        if bounds:
+            found[key] = bounds[0]
+    return found
 
 
 def _accepted(section: type) -> dict[str, tuple[tuple[type, ...], str]]:

@@ -3,11 +3,9 @@ contextualizing (the DAPR paper's Table 6) and the metric per query category."""
 
 from __future__ import annotations
 
-import csv
-import io
-
 from dapr.experiment.contextualize import Cost
 from dapr.experiment.runner import Outcome
+from dapr.io import spreadsheet
 
 
 def rows(outcome: Outcome) -> list[dict[str, object]]:
@@ -53,12 +51,8 @@ def _cell(value: object) -> str:
 
 def csv_text(outcome: Outcome) -> str:
     found = rows(outcome)
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, list(found[0]) if found else ["system", "level", "queries"])
-    writer.writeheader()
-    for row in found:
-        writer.writerow({k: (f"{v:.6f}" if isinstance(v, float) else v) for k, v in row.items()})
-    return buffer.getvalue()
+    columns = list(found[0]) if found else ["system", "level", "queries"]
+    return spreadsheet.csv_text(columns, ([row[c] for c in columns] for row in found))
 
 
 def training_markdown(trained: dict[str, dict]) -> str:
@@ -173,8 +167,5 @@ def category_markdown(metrics: dict, metric: str) -> str:
 
 
 def table_csv(rows: list[dict[str, str]]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
-    return buffer.getvalue()
+    columns = list(rows[0])
+    return spreadsheet.csv_text(columns, ([row[c] for c in columns] for row in rows))

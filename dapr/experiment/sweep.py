@@ -7,8 +7,6 @@ reported split's numbers for every value are kept beside it for the paper's Figu
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -18,6 +16,7 @@ from dapr.errors import ConfigError
 from dapr.experiment.runner import Outcome, Runner
 from dapr.experiment.spec import Experiment, Sweep
 from dapr.experiment.sweep_spec import with_value
+from dapr.io import spreadsheet
 from dapr.store.cache import Cache
 
 
@@ -157,9 +156,5 @@ def markdown(result: SweepResult) -> str:
 
 def csv_text(result: SweepResult) -> str:
     rows = result.rows()
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, list(rows[0]))
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: (f"{v:.6f}" if isinstance(v, float) else v) for k, v in row.items()})
-    return buffer.getvalue()
+    columns = list(rows[0])
+    return spreadsheet.csv_text(columns, ([row[c] for c in columns] for row in rows))

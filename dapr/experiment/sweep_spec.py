@@ -3,7 +3,6 @@ range), the split it tunes on and the metric it picks by."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 from dapr import registry
 from dapr.errors import ConfigError
 from dapr.evaluation import parse_metric
-from dapr.experiment.arguments import check_args
+from dapr.experiment.arguments import check_args, declared_hints, value_problem
 from dapr.experiment.spec import (
     Experiment,
     FusionSpec,
@@ -42,7 +41,11 @@ def sweep_spec(spec: Any, path: Path, fusion: dict[str, FusionSpec], split: str)
     system, argument = parts[1], parts[3]
     factory = registry.fusers.get(fusion[system].name)
     values = values_of(spec["values"], path)
+    declared = declared_hints(factory).get(argument)
     for value in values:
+        problem = value_problem(declared, value)  # the value's type, range or device
+        if problem is not None:
+            raise ConfigError(f"{path}: sweep.values: {spec['parameter']} {problem}")
         check_args(factory, {**fusion[system].args, argument: value}, path, "sweep.parameter")
         args = {**fusion[system].args, argument: value}
         wrapped(path, "sweep.values", lambda args=args: factory(**args))
@@ -84,11 +87,7 @@ def values_of(values: Any, path: Path) -> tuple[Any, ...]:
             f"{path}: sweep.values: give start, stop and step, "
             "e.g. {start: 0.0, stop: 1.0, step: 0.1}"
         )
-    start, stop, step = values["start"], values["stop"], values["step"]
-    if not all(math.isfinite(x) for x in (start, stop, step)):  # .inf or .nan in YAML
-        raise ConfigError(
-            f"{path}: sweep.values: start, stop and step must be finite, got {values}"
-        )
+    start, stop, step = values["start"], values["stop"], values["step"]  # finite: check_fields
     if step <= 0 or stop < start:
         raise ConfigError(f"{path}: sweep.values: need step > 0 and stop >= start, got {values}")
     decimals = max(_decimals(start), _decimals(step))

@@ -9,8 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from dapr.errors import ConfigError
+from dapr.ranges import Range, number_problem
 
 DISTILL = ("teacher", "depth", "count", "epochs")
+DISTILL_NUMBERS = {
+    "depth": ("an integer", Range(2)),
+    "count": ("an integer", Range(1)),
+    "epochs": ("a number", Range(0, min_open=True)),
+}
+"""The numbers of ``distill:``: what each is and its range."""
 
 
 def check_cross(spec: dict, kind: str, retrievers: dict, path: Path, where: str) -> None:
@@ -40,15 +47,15 @@ def check_cross(spec: dict, kind: str, retrievers: dict, path: Path, where: str)
             f"{path}: {where}.distill.teacher: {teacher!r} is not a passage-level retriever of "
             f"this experiment; choose from: {', '.join(choices) or 'none defined'}"
         )
-    for key, least in (("depth", 2), ("count", 1)):
-        value = distill.get(key, least)
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ConfigError(
-                f"{path}: {where}.distill.{key} must be an integer >= {least}, got {value!r}"
-            )
-    epochs = distill.get("epochs", 1)
-    if isinstance(epochs, bool) or not isinstance(epochs, int | float) or epochs <= 0:
-        raise ConfigError(f"{path}: {where}.distill.epochs must be positive, got {epochs!r}")
+    for key, (kind, bounds) in DISTILL_NUMBERS.items():
+        value = distill.get(key, 20)  # absent: its default, which fits
+        accepted = (int,) if kind == "an integer" else (int, float)
+        if isinstance(value, bool) or not isinstance(value, accepted):
+            problem: str | None = f"must be {kind}, got {value!r}"
+        else:
+            problem = number_problem(value, kind, bounds)
+        if problem is not None:
+            raise ConfigError(f"{path}: {where}.distill.{key} {problem}")
     if distill.get("count", 3) >= distill.get("depth", 20):
         raise ConfigError(f"{path}: {where}.distill: count must be below depth")
 
@@ -75,7 +82,7 @@ def fit_cross(spec: Any, rows: list, entry: Path, settings: Any, log: Any, teach
     )
 
 
-def cross_scorer(name: str):
+def cross_scorer(name: str) -> Any:
     """Relevance probabilities of (query, passage) pairs by the cross-encoder ``name``."""
     from sentence_transformers import CrossEncoder
 

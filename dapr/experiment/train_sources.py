@@ -7,8 +7,9 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from dapr.data import Dataset, Split
 from dapr.errors import ConfigError, DaprError
@@ -50,29 +51,68 @@ def check_sources(spec: dict, path: Path, where: str) -> tuple[TrainSource, ...]
     return tuple(found)
 
 
-def load_sources(name: str, spec: TrainSpec, dataset: Dataset) -> list[tuple[Dataset, str]]:
+def load_sources(
+    name: str,
+    spec: TrainSpec,
+    dataset: Dataset,
+    loaded: dict[str, Dataset] | None = None,
+    readable: Callable[[str, dict[str, Any]], bool] | None = None,
+) -> list[tuple[Dataset, str]]:
     """The (dataset, split) pairs ``spec`` trains on: its ``sources``, else the experiment's
-    ``split``; a DaprError when a split is missing."""
+    ``split``; a DaprError naming the source when its dataset cannot be read or lacks the split.
+    ``loaded``: datasets read before, by name and arguments; ``readable(name, args)``: whether
+    to read a source's dataset now (one left unread is left out)."""
     from dapr.datasets import load_dataset
 
     wanted = [(s.dataset, s.dataset_args, s.split) for s in spec.sources]
-    loaded: dict[str, Dataset] = {}
+    loaded = {} if loaded is None else loaded
     found = []
     for i, (source_name, args, split) in enumerate(wanted or [(None, {}, spec.split)]):
         source = dataset
+        where = f"train.{name}" + (f".sources[{i}]" if wanted else "")
         if source_name is not None:
+            if readable is not None and not readable(source_name, args):
+                continue
             known = json.dumps([source_name, args], sort_keys=True, default=str)
             if known not in loaded:
-                loaded[known] = load_dataset(source_name, **args)
+                try:
+                    loaded[known] = load_dataset(source_name, **args)
+                except DaprError as error:
+                    raise DaprError(f"{where}.dataset: {error}") from None
             source = loaded[known]
         if split not in source.splits:
-            where = f"train.{name}" + (f".sources[{i}]" if wanted else "")
             raise DaprError(
                 f"{where}: dataset {source.name!r} has no {split!r} split (it has: "
                 f"{', '.join(source.splits)}); choose a split with judgements to train on"
             )
         found.append((source, split))
     return found
+
+
+def augment_queries(name: str, augment: dict, dataset: Dataset) -> dict[str, str]:
+    """The unlabelled queries ``augment`` names: a split of this dataset or of another, or a
+    queries file; a DaprError when there are none."""
+    from dapr.datasets import load_dataset
+    from dapr.io.rows import read_queries
+
+    where = f"train.{name}.augment"
+    if "queries" in augment:
+        queries, source = read_queries(Path(augment["queries"])), f"file {augment['queries']}"
+    else:
+        try:
+            source_set = load_dataset(augment["dataset"]) if "dataset" in augment else dataset
+        except DaprError as error:
+            raise DaprError(f"{where}.dataset: {error}") from None
+        if augment["split"] not in source_set.splits:
+            raise DaprError(
+                f"{where}.split: dataset {source_set.name!r} has no {augment['split']!r} split; "
+                f"choose one of: {', '.join(source_set.splits)}"
+            )
+        queries = source_set.split(augment["split"]).queries
+        source = f"split {augment['split']!r} of {source_set.name!r}"
+    if not queries:
+        raise DaprError(f"{where}: the {source} has no queries; give a source that has some")
+    return queries
 
 
 def key_parts(spec: TrainSpec, sources: list, chains: Sequence, mined: Sequence) -> list:

@@ -24,6 +24,7 @@ from dapr.data import Dataset, Split
 from dapr.errors import ConfigError, DaprError
 from dapr.experiment.chain import chain_for
 from dapr.experiment.spec import Experiment, RetrieverSpec, TrainSpec, check_fields, default
+from dapr.experiment.train_checks import training_order
 from dapr.experiment.train_cross import (
     check_cross,
     denoised,
@@ -34,6 +35,7 @@ from dapr.experiment.train_cross import (
 )
 from dapr.experiment.train_sources import (
     add_counts,
+    augment_queries,
     check_sources,
     describe_source,
     key_parts,
@@ -91,7 +93,7 @@ def train_spec(name: Any, spec: Any, path: Path, retrievers: dict[str, Retriever
     if mined is None and negatives.get("sample_from"):
         raise ConfigError(f"{path}: {where}.negatives.sample_from needs negatives.mined")
     if mined is not None and (mined not in [*retrievers] or retrievers[mined].level != "passage"):
-        passage = [s for s, r in retrievers.items() if r.level == "passage" and not r.first_stage]
+        passage = [s for s, r in retrievers.items() if r.level == "passage"]
         raise ConfigError(
             f"{path}: {where}.negatives.mined: {mined!r} is not a passage-level retriever of "
             f"this experiment; choose from: {', '.join(passage) or 'none defined'}"
@@ -185,21 +187,36 @@ def _check_augment(value: dict, retrievers: dict, path: Path, where: str) -> Non
 def train_models(experiment: Experiment, runner: Any, dataset: Dataset) -> list[dict]:
     """Each model of the experiment's ``train:`` block, trained or found in ``runner``'s cache,
     then named ``trained/<name>``; one record per model (name, key, status, seconds, its card). The
-    runner contextualizes the passages and runs the retrievers that mine negatives."""
-    return [
-        _train_one(experiment, runner, dataset, name, spec)
+    runner contextualizes the passages and runs the retrievers that mine negatives. Every
+    model's data is read before the first trains (a missing split stops it before any work), and
+    each trains after the models its training uses."""
+    loaded: dict[str, Dataset] = {}
+    inputs = {
+        name: (
+            load_sources(name, spec, dataset, loaded),
+            augment_queries(name, spec.augment, dataset) if spec.augment else None,
+        )
         for name, spec in experiment.train.items()
+    }
+    return [
+        _train_one(experiment, runner, dataset, name, experiment.train[name], *inputs[name])
+        for name in training_order(experiment.train, experiment.retrievers)
     ]
 
 
 def _train_one(
-    experiment: Experiment, runner: Any, dataset: Dataset, name: str, spec: TrainSpec
+    experiment: Experiment,
+    runner: Any,
+    dataset: Dataset,
+    name: str,
+    spec: TrainSpec,
+    sources: list[tuple[Dataset, str]],
+    unlabelled: dict[str, str] | None,
 ) -> dict:
     from dapr.checkpoints import revision
     from dapr.training.dual import Settings
     from dapr.training.examples import examples
 
-    sources = load_sources(name, spec, dataset)
     cross_default = {"learning_rate": 1e-5} if spec.kind == "cross" else {}  # RocketQA's
     settings = Settings(**{**cross_default, **spec.args})
     cache, progress = runner.cache, runner.progress
@@ -215,12 +232,11 @@ def _train_one(
     taught = [_run_on(experiment, runner, d, teacher, s) if teacher else (None, None)
               for d, s in sources]  # fmt: skip
     denoiser = spec.negatives.get("denoise")
-    augmented, augmented_key, augment_queries = None, None, None
+    augmented, augmented_key = None, None
     if spec.augment:
-        augment_queries = _augment_queries(name, spec.augment, dataset)
         augmented, augmented_key = _run_on(
             experiment, runner, dataset, spec.augment["retriever"], spec.augment.get("split"),
-            augment_queries,
+            unlabelled,
         )  # fmt: skip
     data, splits, hashes, chain_ids, mined_key = key_parts(spec, sources, chains, mined)
     key = content_key(
@@ -284,14 +300,18 @@ def _train_one(
                     )
             augmentation = None
             if augmented is not None:
-                assert spec.augment is not None and augment_queries is not None  # set with it
+                assert spec.augment is not None and unlabelled is not None  # set with it
                 if texts is None:  # the augmentation run is over the experiment's corpus
                     chain = chain_for(spec.contextualizer, dataset) if spec.contextualizer else None
                     texts = dict(runner.passage_texts(dataset, chain, f"train {name}"))
-                labelled, augmentation = pseudo(
-                    spec.augment, augmented, augment_queries, texts, rows
-                )
+                labelled, augmentation = pseudo(spec.augment, augmented, unlabelled, texts, rows)
                 rows += labelled
+            if teacher and not distilled:  # once silently trained without its warm start
+                raise DaprError(
+                    f"train.{name}.distill: no training query has {spec.distill.get('count', 3)} "
+                    f"+ 1 candidates of different scores in the run of {teacher!r}; lower count "
+                    "or give a teacher that ranks more passages"
+                )
             warn_if_nothing(name, denoising, augmentation)
             since = progress.started("train", name, f"{len(rows):,} examples")
             with cache.writing("models", key, resume=True) as entry:
@@ -319,19 +339,25 @@ def _run_on(
     system: str,
     split: str | None,
     queries: dict[str, str] | None = None,
-):
-    """The run of the experiment's ``system`` over the queries of ``split``, or over ``queries``
-    when they are not that split's (cached as any run is), and its cache key."""
+) -> tuple[Any, str]:
+    """The run of the experiment's ``system`` (after its first stage, for a reranker) over the
+    queries of ``split``, or over ``queries`` when they are not that split's (cached as any run
+    is), and its cache key."""
     if queries is not None and (
         split not in dataset.splits or dataset.split(split).queries != queries
     ):
         split = AUGMENT_SPLIT
         dataset = replace(dataset, splits={**dataset.splits, split: Split(queries, {})})
     assert split is not None  # without a split the queries are given: AUGMENT_SPLIT above
+    stages, stage = set(), experiment.retrievers[system]
+    stages.add(system)
+    while stage.first_stage is not None:
+        stages.add(stage.first_stage)
+        stage = experiment.retrievers[stage.first_stage]
     alone = replace(
         experiment,
         split=split,
-        retrievers={system: experiment.retrievers[system]},
+        retrievers={s: spec for s, spec in experiment.retrievers.items() if s in stages},
         fusion={},
         maxp=(),
         sweep=None,
@@ -343,29 +369,6 @@ def _run_on(
 
 AUGMENT_SPLIT = "augmentation"
 """The name a run over augmentation queries from elsewhere (a file, another dataset) goes by."""
-
-
-def _augment_queries(name: str, augment: dict, dataset: Dataset) -> dict[str, str]:
-    """The unlabelled queries ``augment`` names: a split of this dataset or of another, or a
-    queries file; a DaprError when there are none."""
-    from dapr.datasets import load_dataset
-    from dapr.io.rows import read_queries
-
-    where = f"train.{name}.augment"
-    if "queries" in augment:
-        queries, source = read_queries(Path(augment["queries"])), f"file {augment['queries']}"
-    else:
-        source_set = load_dataset(augment["dataset"]) if "dataset" in augment else dataset
-        if augment["split"] not in source_set.splits:
-            raise DaprError(
-                f"{where}.split: dataset {source_set.name!r} has no {augment['split']!r} split; "
-                f"choose one of: {', '.join(source_set.splits)}"
-            )
-        queries = source_set.split(augment["split"]).queries
-        source = f"split {augment['split']!r} of {source_set.name!r}"
-    if not queries:
-        raise DaprError(f"{where}: the {source} has no queries; give a source that has some")
-    return queries
 
 
 def _fit(

@@ -29,8 +29,10 @@ from dapr.experiment.spec import (
     wrapped,
 )
 from dapr.experiment.sweep_spec import sweep_spec
+from dapr.experiment.train_checks import check_training
 from dapr.experiment.training import train_spec
 from dapr.interfaces import PassageFuser, Reranker, ScopedRetriever, ScopingFuser
+from dapr.io import names
 from dapr.retrievers.support.presets import tuned_fusion, with_preset
 
 
@@ -61,12 +63,9 @@ def validate(raw: dict, path: Path) -> Experiment:
         wrapped(path, "metrics", lambda m=m: parse_metric(str(m))).name
         for m in raw.get("metrics", default(Experiment, "metrics"))
     )
-    for system in [*raw["retrievers"], *raw.get("fusion", {})]:
-        if not isinstance(system, str) or not system or any(c.isspace() for c in system):
-            raise ConfigError(
-                f"{path}: system name {system!r}: names become file names and TREC run tags; "
-                "use one without spaces, e.g. bm25-title"
-            )
+    for key in ("retrievers", "fusion"):
+        for system in raw.get(key) or {}:  # runs/<system>.trec, and the run's tag
+            names.component(system, path, key, "system name")
     retrievers: dict[str, RetrieverSpec] = {}
     for system, spec in raw["retrievers"].items():
         retrievers[system] = _retriever(spec, path, f"retrievers.{system}", retrievers)
@@ -77,12 +76,8 @@ def validate(raw: dict, path: Path) -> Experiment:
     clash = set(retrievers) & set(fusion)
     if clash:
         raise ConfigError(f"{path}: system name {sorted(clash)[0]!r} is used twice; rename one")
-    depth = raw.get("depth", default(Experiment, "depth"))
-    if depth < 1:
-        raise ConfigError(f"{path}: depth must be a positive integer, got {depth}")
+    depth = raw.get("depth", default(Experiment, "depth"))  # its range: check_fields above
     workers = raw.get("workers")
-    if workers is not None and workers < 1:
-        raise ConfigError(f"{path}: workers must be a positive integer, got {workers}")
     categories = raw.get("categories", default(Experiment, "categories"))
     if categories not in CATEGORY_SOURCES and not Path(categories).is_file():
         raise ConfigError(
@@ -92,11 +87,11 @@ def validate(raw: dict, path: Path) -> Experiment:
     split = raw.get("split", default(Experiment, "split"))
     sweep = sweep_spec(raw["sweep"], path, fusion, split) if "sweep" in raw else None
     maxp = _maxp(raw.get("maxp", False), path, retrievers, fusion)
+    systems = [("retrievers", s) for s in retrievers] + [("fusion", s) for s in fusion]
+    twins = [(f"maxp (the twin of {s!r})", f"{s}@maxp") for s in maxp]
+    _distinct(path, systems + twins, "runs/{}.trec")
     resources = raw.get("resources", {})
-    check_fields(resources, Resources, path, "resources")
-    for key, value in resources.items():
-        if value < 0:
-            raise ConfigError(f"{path}: resources.{key} must be a number >= 0, got {value}")
+    check_fields(resources, Resources, path, "resources")  # each >= 0, as Resources declares
     return Experiment(
         name=_name(raw.get("name", path.stem), path),
         dataset=raw["dataset"],
@@ -111,7 +106,7 @@ def validate(raw: dict, path: Path) -> Experiment:
         sweep=sweep,
         maxp=maxp,
         resources=resources,
-        train=_train(raw.get("train", {}), path, retrievers),
+        train=_train(raw.get("train", {}), path, retrievers, depth, resources),
         published=_published(raw["published"], path, metrics, [*retrievers, *fusion])
         if "published" in raw
         else None,
@@ -152,18 +147,16 @@ def _published(raw: Any, path: Path, metrics: tuple[str, ...], systems: list) ->
     return Published(raw["source"], values)
 
 
-def _name(name: str, path: Path) -> str:
-    """The results folder's name: no part may climb out of ``results/``, hide, or hold a ``/``."""
-    for part in name.split("/"):
-        if (
-            part in ("", ".", "..")
-            or part.startswith(".")
-            or any(c in part for c in ("\\", "\0"))
-            or any(c.isspace() for c in part)
-        ):
+def _name(name: Any, path: Path) -> str:
+    """The results folder's name: ``/`` nests folders under ``results/``, and each part is a
+    name (:mod:`dapr.io.names`), so none climbs out, hides or holds a separator."""
+    parts = name.split("/") if isinstance(name, str) else [name]
+    for part in parts:
+        wrong = names.problem(part) if part != "" else "is empty"
+        if wrong is not None:
             raise ConfigError(
-                f"{path}: name: {name!r} cannot name a folder under results/; use letters, "
-                "digits, '-', '_' and '.' without a leading '.' (e.g. rank_fusion)"
+                f"{path}: name: {name!r} cannot name a folder under results/: its part {part!r} "
+                f"{wrong}; {names.FIX}, e.g. rank_fusion"
             )
     return name
 
@@ -216,16 +209,37 @@ def _retriever(
     return RetrieverSpec(spec["name"], level, args, steps, first_stage, spec.get("approach"))
 
 
-def _train(raw: Any, path: Path, retrievers: dict[str, RetrieverSpec]) -> dict[str, TrainSpec]:
+def _distinct(path: Path, named: list[tuple[str, str]], file: str) -> None:
+    """A ConfigError when two of the ``(key, name)`` pairs would write one ``file``."""
+    same = names.collide(named)
+    if same is not None:
+        (first, a), (second, b) = same
+        raise ConfigError(
+            f"{path}: {second}: {b!r} and {first} {a!r} would write one file, "
+            f"{file.format(b)} (on macOS and Windows names that differ only by case or Unicode "
+            "form are one file); rename one"
+        )
+
+
+def _train(
+    raw: Any, path: Path, retrievers: dict[str, RetrieverSpec], depth: int, resources: dict
+) -> dict[str, TrainSpec]:
+    """The ``train:`` block, each entry checked, then all of them together (sources, loops,
+    negatives, precision: :mod:`dapr.experiment.train_checks`)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: train: expected a mapping of model names to settings")
-    return {
+    for name in raw:  # $DAPR_HOME/trained/<name>.json, and denoising-<name>.png in the results
+        names.component(name, path, "train", "model name", "wiki-title")
+    _distinct(path, [("train", name) for name in raw], "$DAPR_HOME/trained/{}.json")
+    train = {
         name: replace(
             train_spec(name, spec, path, retrievers),
             contextualizer=context_steps(spec.get("contextualizer"), path, f"train.{name}"),
         )
         for name, spec in raw.items()
     }
+    check_training(train, retrievers, depth, resources.get("gpus_per_job", 0), path)
+    return train
 
 
 def context_steps(value: Any, path: Path, where: str) -> tuple[ContextStep, ...]:

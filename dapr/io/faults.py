@@ -3,10 +3,11 @@ checkpoint of ``phase``, so that a test can kill a run at a chosen point of each
 what the rerun gives. ``DAPR_FAULT=tally:<file>`` appends each checkpoint's phase to ``file``
 instead (how many points each phase has). Unset, a checkpoint is one comparison.
 
-Phases: ``dataset`` (writing a dataset directory), ``contextualize`` (each chunk stored),
-``index``, ``search``, ``fuse`` (a step started, its cache entry written), ``results`` (the
-results directory); a checkpoint that names no phase (an atomic file or directory write) counts
-in the phase of the checkpoint before it.
+Phases (:data:`dapr.settings.FAULT_PHASES`): ``dataset`` (writing a dataset directory),
+``contextualize`` (each chunk stored), ``train``, ``index``, ``search``, ``rerank``, ``score``,
+``fuse`` (a step started, its cache entry written), ``results`` (the results directory); a
+checkpoint that names no phase (an atomic file or directory write) counts in the phase of the
+checkpoint before it.
 """
 
 from __future__ import annotations
@@ -14,28 +15,36 @@ from __future__ import annotations
 import os
 import signal
 
-_SETTING = os.environ.get("DAPR_FAULT") or None
+from dapr import settings
+
+_UNREAD = settings.Fault("", 0)
+"""``DAPR_FAULT`` not read yet: the first checkpoint reads it (importing this module must not
+fail on a bad value; the CLI has refused one before any checkpoint)."""
+_fault: settings.Fault | None = _UNREAD
 _phase = ""
 _hits: dict[str, int] = {}
 
 
 def checkpoint(phase: str | None = None) -> None:
     """A point where a fault may be injected, in ``phase`` (None: the current one)."""
-    if _SETTING is None:
+    global _fault, _phase
+    if _fault is None:
         return
-    global _phase
+    if _fault is _UNREAD:
+        _fault = settings.fault()
+        if _fault is None:
+            return
     _phase = phase or _phase
     _hits[_phase] = _hits.get(_phase, 0) + 1
-    target, _, value = _SETTING.partition(":")
-    if target == "tally":
-        with open(value, "a") as tally:
+    if _fault.tally is not None:
+        with open(_fault.tally, "a") as tally:
             tally.write(f"{_phase}\n")
-    elif target == _phase and str(_hits[_phase]) == value:
+    elif _fault.phase == _phase and _hits[_phase] == _fault.n:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
 def arm(setting: str | None) -> None:
     """Inject faults as ``DAPR_FAULT`` would say ``setting`` (None: none); counts start anew."""
-    global _SETTING, _phase
-    _SETTING, _phase = setting or None, ""
+    global _fault, _phase
+    _fault, _phase = (settings.parse_fault(setting) if setting else None), ""
     _hits.clear()

@@ -25,6 +25,26 @@ def dir_name(path: Path) -> str:
     return path.name or path.resolve().name
 
 
+def read_at_most(path: Path, limit: int) -> bytes:
+    """The bytes of the file at ``path``, but no more than ``limit + 1`` of them (more than
+    ``limit``: too large), whatever it is: a device such as ``/dev/zero`` or a ``/proc`` file
+    (whose size says nothing) is read up to there, and a named pipe is opened without waiting
+    for a writer (one with none reads as empty)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.set_blocking(fd, True)  # a pipe whose writer has not written yet is waited for
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(limit + 1 - size, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def write_bytes_atomic(path: Path, chunks: Iterable[bytes | memoryview]) -> None:
     """Write to a temporary sibling, then rename it over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)

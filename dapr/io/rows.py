@@ -19,8 +19,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dapr.data import Qrels, Queries
-from dapr.errors import DataError
-from dapr.io.files import fsync
+from dapr.errors import DaprError, DataError
+from dapr.io.files import fsync, read_at_most
 
 Rows = Generator[tuple[int, dict[str, Any]], None, None]
 """Numbered rows of a file; a generator, so that ``contextlib.closing`` can end the reading."""
@@ -93,13 +93,37 @@ def jsonl_rows(path: Path) -> Rows:
         yield n, json_object(line, f"{path}:{n}")
 
 
+def json_problem(error: json.JSONDecodeError | RecursionError, line: bool = True) -> str:
+    """What :mod:`json` found wrong, in words: ``Expecting value at line 2 column 5`` (without
+    ``line``: the column only); its messages that end in "at" ("Unterminated string starting
+    at") get no second one. A RecursionError: nesting deeper than Python's recursion allows."""
+    if isinstance(error, RecursionError):
+        return "nested too deeply to read"
+    where = f"line {error.lineno} column {error.colno}" if line else f"column {error.colno}"
+    return f"{error.msg}{' ' if error.msg.endswith(' at') else ' at '}{where}"
+
+
+def json_file(path: Path, limit: int, fix: str, error: type[DaprError] = DataError) -> Any:
+    """The JSON value of the file at ``path``, read at most ``limit`` bytes whatever the file
+    kind; ``error`` (one line ending in ``fix``) when it is larger, not UTF-8 or not JSON."""
+    data = read_at_most(path, limit)
+    if len(data) > limit:
+        raise error(f"{path}: more than {limit:,} bytes; {fix}")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 text (byte {e.start}); {fix}") from None
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise error(f"{path}: not valid JSON ({json_problem(e)}); {fix}") from None
+
+
 def json_object(line: str, at: str) -> dict[str, Any]:
     """One line of a JSON lines file (found at ``at``) parsed, checked to be an object."""
     try:
         row = json.loads(line)
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, RecursionError) as e:
         raise DataError(
-            f"{at}: invalid JSON ({e.msg} at column {e.colno}); write one JSON object per line"
+            f"{at}: invalid JSON ({json_problem(e, line=False)}); write one JSON object per line"
         ) from None
     if not isinstance(row, dict):
         raise DataError(

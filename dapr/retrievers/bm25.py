@@ -31,12 +31,13 @@ import sys
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 
 from dapr.data import Run
 from dapr.errors import DaprError, check_choice
+from dapr.ranges import Range
 from dapr.retrievers.support.cores import cores
 from dapr.retrievers.support.english import english_batch, process_analyzer
 from dapr.retrievers.support.postings import Postings, stream_postings
@@ -58,7 +59,7 @@ bm25s runs a top-k with it on import, which starts JAX on the GPU and reserves m
 memory; numba and scipy took 0.2 s and 0.3 s more there."""
 
 
-def _import_bm25s():
+def _import_bm25s() -> Any:
     """bm25s, imported without :data:`_BM25S_SKIPS` (each reads as not installed to it; any
     already imported is put back)."""
     if "bm25s" in sys.modules:
@@ -77,7 +78,7 @@ def _import_bm25s():
     return bm25s
 
 
-def _require_bm25s():
+def _require_bm25s() -> tuple[Any, Any]:
     try:
         bm25s = _import_bm25s()
         import Stemmer
@@ -89,7 +90,7 @@ def _require_bm25s():
     return bm25s, Stemmer
 
 
-def _require_jieba():
+def _require_jieba() -> Any:
     try:
         import jieba
     except ImportError:
@@ -101,7 +102,7 @@ def _require_jieba():
     return jieba
 
 
-def chinese_tokens(text: str, jieba) -> list[str]:
+def chinese_tokens(text: str, jieba: Any) -> list[str]:
     """jieba's search-engine segmentation of lowercased ``text``, without tokens holding no
     letter or digit (punctuation, whitespace)."""
     return [t for t in jieba.lcut_for_search(text.lower()) if any(c.isalnum() for c in t)]
@@ -206,13 +207,13 @@ class BM25:
 
     def __init__(
         self,
-        k1: float = 0.9,
-        b: float = 0.4,
-        threads: int = 0,
+        k1: Annotated[float, Range(0)] = 0.9,  # Lucene refuses k1 < 0 and b outside [0, 1]
+        b: Annotated[float, Range(0, 1)] = 0.4,
+        threads: Annotated[int, Range(0)] = 0,
         language: str = "en",
         backend: str = "bm25s",
         java_heap: str = "2g",
-    ):
+    ) -> None:
         check_choice("retriever 'bm25'", "language", language, LANGUAGES)
         check_choice("retriever 'bm25'", "backend", backend, BACKENDS)
         self.k1 = k1
@@ -369,7 +370,7 @@ class BM25:
         return matched, scores[matched]
 
 
-def lucene_scores(searcher, queries: Mapping[str, str], candidates: Run) -> Run:
+def lucene_scores(searcher: Any, queries: Mapping[str, str], candidates: Run) -> Run:
     """:meth:`BM25.score` on Lucene (a :class:`dapr.retrievers.support.lucene.LuceneSearcher`): per
     query, Anserini's bag-of-words query as an optional clause and the candidates' ids (a
     ``TermInSetQuery`` on the ``id`` field) as a filter, so every candidate in the index is a hit,

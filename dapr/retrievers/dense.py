@@ -15,9 +15,9 @@ from __future__ import annotations
 import io
 import json
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from dapr.errors import DaprError
 from dapr.interfaces import Preset
 from dapr.io.files import write_bytes_atomic
 from dapr.precision import check, check_device, dtype
+from dapr.ranges import Device, Range
 from dapr.retrievers.support.backends import backend_identity, check_backend, exported
 from dapr.retrievers.support.batches import (
     check_batching,
@@ -108,22 +109,22 @@ class Dense:
         document_model: str | None = None,
         pooling: str | None = None,
         similarity: str | None = None,
-        max_length: int | None = None,
+        max_length: Annotated[int | None, Range(1)] = None,
         revision: str | None = None,
         trust_remote_code: bool = False,
-        batch_size: int = 64,
-        block_size: int = 65_536,
-        query_batch: int = 4096,
-        device: str | None = None,
-        devices: list[str] | None = None,
-        shard_size: int = _SHARD,
+        batch_size: Annotated[int, Range(1)] = 64,
+        block_size: Annotated[int, Range(1)] = 65_536,
+        query_batch: Annotated[int, Range(1)] = 4096,
+        device: Annotated[str | None, Device()] = None,
+        devices: Annotated[list[str] | None, Device()] = None,
+        shard_size: Annotated[int, Range(1)] = _SHARD,
         backend: str = "torch",
         quantize: str | None = None,
-        search_device: str | list[str] | None = None,
-        search_memory: float = 0.5,
+        search_device: Annotated[str | list[str] | None, Device()] = None,
+        search_memory: Annotated[float, Range(0, 1, min_open=True)] = 0.5,
         batching: str = "auto",
         precision: str = "fp32",
-    ):
+    ) -> None:
         check_backend(backend, quantize)
         check_batching(batching, "dense")
         check(precision, "dense")
@@ -193,7 +194,7 @@ class Dense:
         self.batching = chosen_plan(self.batching, self.device, self.devices)
         return self.batching
 
-    def _model(self, name: str):
+    def _model(self, name: str) -> Any:
         if name not in self._models:
             options: dict[str, Any] = {"trust_remote_code": self.trust_remote_code}
             if self.revision:
@@ -360,7 +361,7 @@ class Dense:
             return Run.from_lists(qids, rows, scores, self._ids)
         sizes = [len(shard) for shard in self._shards]
 
-        def pieces(union: np.ndarray):
+        def pieces(union: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
             for lo, hi, shard, local in shard_pieces(union, sizes, self.block_size):
                 yield lo, hi, np.asarray(self._shards[shard][local], np.float32)
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -46,6 +46,7 @@ from dapr.checkpoints import revision
 from dapr.data import Run
 from dapr.errors import DaprError, check_choice
 from dapr.interfaces import Preset
+from dapr.ranges import Range
 from dapr.retrievers.support.colbert import (
     DTYPES,
     ColBERTEncoder,
@@ -101,18 +102,18 @@ class LateInteraction:
         self,
         model: str = "colbert-ir/colbertv2.0",
         method: str = "exact",
-        query_maxlen: int | None = None,
-        doc_maxlen: int | None = None,
+        query_maxlen: Annotated[int | None, Range(4)] = None,
+        doc_maxlen: Annotated[int | None, Range(4)] = None,
         dtype: str = "float16",
-        nbits: int = 2,
-        kmeans_niters: int = 4,
-        ncells: int | None = None,
-        centroid_score_threshold: float | None = None,
-        ndocs: int | None = None,
-        batch_size: int = 32,
-        block_size: int = 16_384,
-        query_batch: int = 32,
-    ):
+        nbits: Annotated[int, Range(1, 4)] = 2,  # and one of NBITS
+        kmeans_niters: Annotated[int, Range(1)] = 4,
+        ncells: Annotated[int | None, Range(1)] = None,
+        centroid_score_threshold: Annotated[float | None, Range(-1, 1)] = None,  # a cosine
+        ndocs: Annotated[int | None, Range(1)] = None,
+        batch_size: Annotated[int, Range(1)] = 32,
+        block_size: Annotated[int, Range(1)] = 16_384,
+        query_batch: Annotated[int, Range(1)] = 32,
+    ) -> None:
         check_choice(NAME, "method", method, METHODS)
         check_choice(NAME, "dtype", dtype, tuple(DTYPES))
         check_choice(NAME, "nbits", nbits, NBITS)

@@ -20,7 +20,7 @@ texts of similar length and carry little padding.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -31,6 +31,7 @@ from dapr.errors import DaprError
 from dapr.interfaces import Preset
 from dapr.precision import check as check_precision
 from dapr.precision import check_device, dtype
+from dapr.ranges import Device, Range
 from dapr.retrievers.support.backends import backend_identity, check_backend, exported
 from dapr.retrievers.support.encoding import encoding_pool, gpus
 
@@ -69,15 +70,15 @@ class Rerank:
     def __init__(
         self,
         model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2",
-        top_k: int = 100,
-        max_length: int | None = None,
-        batch_size: int = 32,
-        device: str | None = None,
+        top_k: Annotated[int, Range(1)] = 100,
+        max_length: Annotated[int | None, Range(1)] = None,
+        batch_size: Annotated[int, Range(1)] = 32,
+        device: Annotated[str | None, Device()] = None,
         keep_rest: bool = False,
         backend: str = "torch",
         quantize: str | None = None,
         precision: str = "fp32",
-    ):
+    ) -> None:
         check_backend(backend, quantize)
         check_precision(precision, "reranker 'rerank'")
         if precision != "fp32" and backend != "torch":
@@ -112,7 +113,7 @@ class Rerank:
             found["precision"] = self.precision
         return found
 
-    def model(self):
+    def model(self) -> Any:
         """The cross-encoder, loaded on first use."""
         if self._model is None:
             try:

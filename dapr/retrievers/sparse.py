@@ -27,10 +27,10 @@ from __future__ import annotations
 import io
 import json
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import torch
@@ -40,6 +40,7 @@ from dapr.data import Run, id_ranks
 from dapr.errors import DaprError
 from dapr.interfaces import Preset
 from dapr.io.files import write_bytes_atomic
+from dapr.ranges import Device, Range
 from dapr.retrievers.support.batches import (
     check_batching,
     chosen_plan,
@@ -95,15 +96,15 @@ class Sparse:
         model: str = "naver/splade-cocondenser-ensembledistil",
         query_model: str | None = None,
         document_model: str | None = None,
-        max_length: int | None = None,
-        batch_size: int = 32,
-        block_size: int = _SHARD,
-        query_batch: int = 1024,
-        device: str | None = None,
-        devices: list[str] | None = None,
-        shard_size: int = _SHARD,
+        max_length: Annotated[int | None, Range(1)] = None,
+        batch_size: Annotated[int, Range(1)] = 32,
+        block_size: Annotated[int, Range(1)] = _SHARD,
+        query_batch: Annotated[int, Range(1)] = 1024,
+        device: Annotated[str | None, Device()] = None,
+        devices: Annotated[list[str] | None, Device()] = None,
+        shard_size: Annotated[int, Range(1)] = _SHARD,
         batching: str = "auto",
-    ):
+    ) -> None:
         check_batching(batching, "retriever 'sparse'")
         for name, value in (
             ("shard_size", shard_size),
@@ -143,7 +144,7 @@ class Sparse:
         self.batching = chosen_plan(self.batching, self.device, self.devices)
         return self.batching
 
-    def _model(self, name: str):
+    def _model(self, name: str) -> Any:
         if name not in self._models:
             try:
                 from sentence_transformers import SparseEncoder
@@ -228,7 +229,7 @@ class Sparse:
                 offset += inverted.shape[1]
         return _matching(tops, qids, self._ids)
 
-    def _encode_queries(self, texts: list[str]):
+    def _encode_queries(self, texts: list[str]) -> Any:
         """The queries' sparse vectors, as a scipy CSR matrix (queries x vocabulary)."""
         encoder = self._model(self.query_name)
         return _to_scipy(
@@ -256,20 +257,20 @@ class Sparse:
         sizes = [_rows(path) for path in self._shards]
         opened: dict[int, Any] = {}
 
-        def pieces(union: np.ndarray):
+        def pieces(union: np.ndarray) -> Iterator[tuple[int, int, Any]]:
             for lo, hi, shard, local in shard_pieces(union, sizes, self.block_size):
                 if shard not in opened:
                     opened.clear()
                     opened[shard] = self._documents(shard, matrix.shape[1])
                 yield lo, hi, opened[shard][local]
 
-        def score(block, q: int, local: np.ndarray) -> np.ndarray:
+        def score(block: Any, q: int, local: np.ndarray) -> np.ndarray:
             query = matrix[[q]].toarray().ravel()
             return np.asarray(block[local] @ query, dtype=np.float64)
 
         return Run.from_lists(qids, rows, score_candidates(rows, pieces, score), self._ids)
 
-    def _documents(self, shard: int, dim: int):
+    def _documents(self, shard: int, dim: int) -> Any:
         """Shard ``shard`` of the index as a CSR matrix of items x vocabulary."""
         import scipy.sparse as sp
 
@@ -283,10 +284,10 @@ class Sparse:
         return documents
 
 
-def _scorer(block, offset: int):
+def _scorer(block: Any, offset: int) -> Callable[[Any, TopK], None]:
     """Scores a batch of queries on ``block`` (vocabulary x items) into its TopK."""
 
-    def score(batch, top: TopK) -> None:
+    def score(batch: Any, top: TopK) -> None:
         top.add(torch.from_numpy((batch @ block).toarray()), offset)
 
     return score
@@ -312,14 +313,14 @@ def _rows(path: Path) -> int:
         return int(stored["shape"][0])
 
 
-def _columns(matrix, start: int, size: int):
+def _columns(matrix: Any, start: int, size: int) -> Any:
     """Columns ``start .. start + size`` of a CSR matrix; the matrix itself when that is all."""
     if start == 0 and size >= matrix.shape[1]:
         return matrix
     return matrix[:, start : start + size]
 
 
-def _to_scipy(vectors):
+def _to_scipy(vectors: Any) -> Any:
     """A torch tensor (sparse COO, or dense) of texts x vocabulary as a float32 scipy CSR
     matrix."""
     import scipy.sparse as sp

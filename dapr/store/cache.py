@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from dapr import settings
 from dapr.io import faults
 from dapr.io.files import atomic_directory, fsync
 from dapr.paths import home
@@ -181,7 +182,7 @@ class Cache:
 
 HEARTBEAT = 5.0
 """Seconds between a lock holder's heartbeats (the lock file's mtime)."""
-STALE = 60.0
+STALE = settings.LOCK_STALE
 """Seconds without a heartbeat after which a lock recorded by a holder on another host is
 taken over (``DAPR_LOCK_STALE`` overrides); a holder on this host is judged by the kernel."""
 _RECORD = re.compile(r"^process (?P<pid>\d+) on (?P<host>\S+)$")
@@ -235,7 +236,7 @@ def _held_elsewhere(kind: str, key: str, handle: Any, wait: bool) -> bool:
     nonetheless (on another host, heartbeat fresh: the file system's locks are per host);
     waits (with ``wait``) until that holder releases it or its heartbeat stops. A record left
     by a holder that died (killed: it could not clear it) is taken over with a line saying so."""
-    stale = float(os.environ.get("DAPR_LOCK_STALE") or STALE)
+    stale = settings.lock_stale()
     said = False
     while True:
         holder, age = _record(handle)

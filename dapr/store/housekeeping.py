@@ -1,10 +1,12 @@
 """What the cache holds, and pruning it safely while other runs use it (``dapr cache ls|prune``).
 
-The cache root holds one directory per kind. In it, an entry is a directory ``key/`` (complete
-once it holds ``COMPLETE``, whose mtime is its last use: see :meth:`Cache.touch`) or a file: a
-contextualization store ``key.sqlite`` (kind ``contexts``, with its ``-wal``/``-shm``) or a lookup
-table ``key.db``. Hidden names are locks (``.key.lock``) and the temporaries of atomic writes
-(``.key.<pid>.<hex>.tmp``, ``.<file>.<pid>.tmp``), which a killed writer leaves behind.
+The cache root holds one directory per kind (:data:`KINDS`). In it, an entry is a directory
+``key/`` (complete once it holds ``COMPLETE``, whose mtime is its last use: see
+:meth:`Cache.touch`) or a file: a contextualization store ``key.sqlite`` (kind ``contexts``, with
+its ``-wal``/``-shm``) or a lookup table ``key.db`` (kind ``precomputed``); a key is 20 hex digits
+(:func:`dapr.store.cache.content_key`). Hidden names are locks (``.key.lock``) and the temporaries
+of atomic writes (``.key.<pid>.<hex>.tmp``, ``.<file>.<pid>.tmp``), which a killed writer leaves
+behind. Anything else under the root is not dapr's (:func:`foreign`): listed, never removed.
 
 A temporary's name tells its writer's pid and host (:func:`dapr.io.files.writer`). One of this
 host is stale when no process has its pid; one of another host sharing the cache is never judged
@@ -28,6 +30,11 @@ from dapr.io.files import HOST, temp_sibling, writer, writer_gone
 from dapr.store.cache import _COMPLETE, QUARANTINE, Cache
 from dapr.store.checksums import CHECKSUMS, damage
 
+KINDS = {"indexes": "", "runs": "", "models": "", "contexts": ".sqlite", "precomputed": ".db"}
+"""The kinds of entry dapr writes, and the suffix of the kind's file entries (SQLite stores)."""
+_KEY = re.compile(r"^[0-9a-f]{20}$")
+_QUARANTINED = re.compile(rf"^(?:{'|'.join(KINDS)})-[0-9a-f]{{20}}-\d{{8}}T\d{{6}}$")
+"""An entry moved aside by :meth:`Cache.quarantine`: ``<kind>-<key>-<when>``."""
 STORES = (".sqlite", ".db")
 """Suffixes of SQLite entries; removed only while no connection has them open."""
 _COMPANIONS = ("-wal", "-shm", "-journal")
@@ -75,15 +82,48 @@ class Entry:
 
 def entries(cache: Cache) -> list[Entry]:
     """Every entry of the cache, complete or not, sorted by kind and then last use."""
-    found = []
+    return _scan(cache)[0]
+
+
+def foreign(cache: Cache) -> list[Path]:
+    """What lies under the cache root but is no entry, lock or temporary of dapr's (results a
+    user put there, a folder of another kind): prune leaves it alone."""
+    return _scan(cache)[1]
+
+
+def _own(kind: str, name: str) -> bool:
+    """Whether ``name`` in kind folder ``kind`` is named as dapr names an entry."""
+    if kind == QUARANTINE:
+        return _QUARANTINED.match(name) is not None
+    suffix = KINDS[kind]
+    if (kind, name) in {(k, key + KINDS[k]) for k, key in KEPT}:
+        return True
+    return name.endswith(suffix) and _KEY.match(name[: len(name) - len(suffix)]) is not None
+
+
+def _scan(cache: Cache) -> tuple[list[Entry], list[Path]]:
+    """The entries of the cache (sorted by kind and then last use), and what is not dapr's."""
+    found: list[Entry] = []
+    strange: list[Path] = []
+    if cache.root.is_dir():
+        strange = sorted(
+            p
+            for p in cache.root.iterdir()
+            if not p.name.startswith(".") and (p.name not in KINDS or not p.is_dir())
+        )
     for folder in _kinds(cache):
         groups: dict[str, list[Path]] = {}
         for child in folder.iterdir():
-            if child.name.endswith(_PARTIAL) and child.is_dir():
+            directory = child.is_dir() and not child.is_symlink()
+            if child.name.endswith(_PARTIAL) and directory and _own(folder.name, child.name[1:-8]):
                 found.append(_partial_entry(folder.name, child))
             if child.name.startswith("."):
                 continue
-            if child.is_dir() and not child.is_symlink():
+            if directory != (folder.name == QUARANTINE or not KINDS[folder.name]):
+                strange.append(child)  # a file where entries are folders, or the reverse
+            elif not _own(folder.name, child.name if directory else _base(child.name)):
+                strange.append(child)
+            elif directory:
                 found.append(_directory_entry(folder.name, child))
             else:
                 groups.setdefault(_base(child.name), []).append(child)
@@ -91,7 +131,7 @@ def entries(cache: Cache) -> list[Entry]:
             entry = _file_entry(folder.name, folder / base, files)
             if entry is not None:
                 found.append(entry)
-    return sorted(found, key=lambda e: (e.kind, e.used, e.key))
+    return sorted(found, key=lambda e: (e.kind, e.used, e.key)), sorted(strange)
 
 
 def stale_temporaries(cache: Cache) -> list[Path]:
@@ -225,9 +265,7 @@ def _kinds(cache: Cache) -> list[Path]:
     if not cache.root.is_dir():
         return []
     return sorted(
-        p
-        for p in cache.root.iterdir()
-        if p.is_dir() and (not p.name.startswith(".") or p.name == QUARANTINE)
+        p for p in cache.root.iterdir() if p.is_dir() and (p.name in KINDS or p.name == QUARANTINE)
     )
 
 
@@ -268,7 +306,7 @@ def verify(cache: Cache, kinds: Sequence[str] | None = None) -> tuple[int, list[
         if folder.name == QUARANTINE or (kinds is not None and folder.name not in kinds):
             continue
         for child in sorted(folder.iterdir()):
-            if child.name.startswith(".") or not child.is_dir() or child.is_symlink():
+            if not _own(folder.name, child.name) or not child.is_dir() or child.is_symlink():
                 continue
             with cache.lock(folder.name, child.name):
                 entry = _directory_entry(folder.name, child, hashes=True)

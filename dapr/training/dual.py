@@ -14,14 +14,17 @@ from __future__ import annotations
 import json
 import sys
 import time
+import types
+import typing
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from dapr.errors import DaprError
 from dapr.precision import PRECISIONS, resolve
 from dapr.precision import check as check_precision
+from dapr.ranges import Range, declared, number_problem
 from dapr.training.examples import Example, uniform
 
 LOSSES = ("mnrl", "cached_mnrl")
@@ -36,31 +39,22 @@ class Settings:
     ``fp32``, ``bf16`` or ``fp16`` (mixed precision: the weights stay float32).
     """
 
-    epochs: float = 1.0
-    batch_size: int = 32
-    learning_rate: float = 3e-5
-    warmup_ratio: float = 0.1
-    max_steps: int = -1
-    seed: int = 0
-    mini_batch_size: int = 32
-    save_steps: int = 50
-    max_length: int | None = None
+    epochs: Annotated[float, Range(0, min_open=True)] = 1.0
+    batch_size: Annotated[int, Range(1)] = 32
+    learning_rate: Annotated[float, Range(0, min_open=True)] = 3e-5
+    warmup_ratio: Annotated[float, Range(0, 1, max_open=True)] = 0.1
+    max_steps: Annotated[int, Range(-1)] = -1  # -1: as many as the epochs take
+    seed: Annotated[int, Range(0, 2**32 - 1)] = 0  # numpy's seeds
+    mini_batch_size: Annotated[int, Range(1)] = 32
+    save_steps: Annotated[int, Range(1)] = 50
+    max_length: Annotated[int | None, Range(1)] = None
     precision: str = "auto"
 
     def __post_init__(self) -> None:
-        for field in fields(self):  # the types first: the checks below compare numbers
-            _check_type(field.name, getattr(self, field.name), str(field.type))
+        hints = typing.get_type_hints(type(self), include_extras=True)
+        for field in fields(self):  # each of the type and in the range its annotation declares
+            _check_type(field.name, getattr(self, field.name), hints[field.name])
         check_precision(self.precision, "training", ("auto", *PRECISIONS))
-        for name in ("batch_size", "mini_batch_size", "save_steps"):
-            if getattr(self, name) < 1:
-                raise DaprError(
-                    f"training: {name} must be a positive integer, got {getattr(self, name)}"
-                )
-        if self.epochs <= 0 or not 0 <= self.warmup_ratio < 1 or self.learning_rate <= 0:
-            raise DaprError(
-                "training: epochs and learning_rate must be positive and warmup_ratio in [0, 1), "
-                f"got {self.epochs}, {self.learning_rate}, {self.warmup_ratio}"
-            )
 
     def identity(self) -> dict[str, Any]:
         """The settings for a cache key; ``precision: auto`` (the default) left out, so keys
@@ -96,23 +90,29 @@ class Settings:
         }
 
 
-_TYPES = {
-    "int": ((int,), "an integer"),
-    "float": ((int, float), "a number"),
-    "str": ((str,), "a string"),
+_TYPES: dict[Any, tuple[tuple[type, ...], str]] = {
+    int: ((int,), "an integer"),
+    float: ((int, float), "a number"),
+    str: ((str,), "a string"),
 }
 """What a setting annotated with each type accepts (booleans never), and how to say it."""
 
 
-def _check_type(name: str, value: Any, annotation: str) -> None:
+def _check_type(name: str, value: Any, annotation: Any) -> None:
     """A one-line DaprError unless ``value`` fits ``annotation`` (``int``, ``float``, ``str``,
-    each optionally ``| None``)."""
-    base, optional = annotation.removesuffix(" | None"), annotation.endswith(" | None")
-    if value is None and optional:
+    each optionally ``| None``, a number within the :class:`~dapr.ranges.Range` it declares)."""
+    hint, metadata = declared(annotation)
+    union = typing.get_origin(hint) in (types.UnionType, typing.Union)
+    options = typing.get_args(hint) if union else (hint,)
+    if value is None and type(None) in options:
         return
-    accepted, kind = _TYPES[base]
+    accepted, kind = _TYPES[next(o for o in options if o is not type(None))]
     if isinstance(value, bool) or not isinstance(value, accepted):
         raise DaprError(f"training: {name} must be {kind}, got {value!r}")
+    bounds = next((m for m in metadata if isinstance(m, Range)), None)
+    problem = None if str in accepted else number_problem(value, kind, bounds)
+    if problem is not None:
+        raise DaprError(f"training: {name} {problem}")
 
 
 def columns(rows: Sequence[Example]) -> dict[str, list[str]]:
@@ -265,7 +265,9 @@ def progress_callback(log: Callable[[str], None]) -> Any:
         def __init__(self) -> None:
             self.started = time.perf_counter()
 
-        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any
+        ) -> None:
             if logs and "loss" in logs:
                 seen = state.global_step * args.per_device_train_batch_size
                 rate = seen / max(time.perf_counter() - self.started, 1e-9)

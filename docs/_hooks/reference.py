@@ -44,6 +44,12 @@ def _type(annotation: Any) -> str:
         return ""
     if isinstance(annotation, str):
         return annotation
+    if typing.get_origin(annotation) is typing.Annotated:  # dapr.ranges: its range, a device
+        shown = [
+            str(m) if m.__class__.__name__ == "Range" else "a device"
+            for m in annotation.__metadata__
+        ]
+        return ", ".join([_type(annotation.__origin__), *filter(None, shown)])
     if typing.get_origin(annotation) is typing.Literal:
         return " \\| ".join(repr(a) for a in typing.get_args(annotation))
     name = getattr(annotation, "__name__", None)
@@ -57,7 +63,7 @@ def _parameters(factory: Any, skip: int = 0) -> list[inspect.Parameter]:
         return []
     try:
         target = factory.__init__ if isinstance(factory, type) else factory
-        hints = typing.get_type_hints(target)
+        hints = typing.get_type_hints(target, include_extras=True)
     except Exception:  # noqa: BLE001 - unresolvable annotations: shown as written
         hints = {}
     return [p.replace(annotation=hints.get(p.name, p.annotation)) for p in found]
@@ -286,6 +292,18 @@ def gpu_benchmark() -> str:
     return readme.split(start, 1)[1].split(end, 1)[0].strip() + "\n"
 
 
+def environment() -> str:
+    """Every ``DAPR_*`` variable dapr reads: its type, default, effect and an example, from
+    the declarations of :mod:`dapr.settings`."""
+    from dapr import settings
+
+    lines = ["| variable | type | default | effect | example |", "|---|---|---|---|---|"]
+    for v in settings.VARIABLES:
+        kind = _cell(v.kind).replace("<", "&lt;")
+        lines.append(f"| `{v.name}` | {kind} | `{v.default}` | {_cell(v.effect)} | `{v.example}` |")
+    return "\n".join(lines) + "\n"
+
+
 PARTS: dict[str, Callable[[], str]] = {
     "retrievers": lambda: components("retrievers"),
     "contextualizers": lambda: components("contextualizers"),
@@ -294,6 +312,7 @@ PARTS: dict[str, Callable[[], str]] = {
     "metrics": lambda: components("metrics"),
     "experiment": experiment,
     "gpu-benchmark": gpu_benchmark,
+    "environment": environment,
 }
 
 
