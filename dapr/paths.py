@@ -6,7 +6,7 @@ from pathlib import Path
 
 from dapr import settings
 
-OWNED = ("cache", "datasets", "hub", "models", "tmp", "torch_extensions", "trained")
+OWNED = ("cache", "datasets", "hub", "models", "raw", "tmp", "torch_extensions", "trained")
 """The folders dapr makes and manages under the home (``dapr cache prune`` cleans ``cache``);
 the rest of a home that is also, say, a scratch folder is the user's."""
 

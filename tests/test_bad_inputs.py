@@ -660,6 +660,26 @@ def covid_qa_answer_not_in_context(kit: Kit) -> Bad:
 
 
 @case
+def build_without_source_or_download(kit: Kit) -> Bad:
+    """dapr data build NAME with neither --source nor --download"""
+    return Bad(["data", "build", "XQuAD"], ("XQuAD", "--source"), "--download to fetch them")
+
+
+@case
+def dataset_by_name_not_fetched(kit: Kit) -> Bad:
+    """an experiment names COVID-QA, whose file was never fetched"""
+    path = kit.experiment(dataset="COVID-QA", dataset_args={"max_words": 80})
+    return Bad(kit.run(path), ("'COVID-QA'", "not fetched"), "data build COVID-QA --download")
+
+
+@case
+def cost_on_unknown_device(kit: Kit) -> Bad:
+    """dapr check --cost for a device the calibration table does not have"""
+    argv = ["check", str(kit.experiment()), "--cost", "--device", "tpu"]
+    return Bad(argv, ("bad.yaml", "--device tpu"), "choose cpu:N, h200, h100, v100")
+
+
+@case
 def plot_sweep_without_sweep(kit: Kit) -> Bad:
     results = kit.copy_results()
     return Bad(

@@ -138,8 +138,8 @@ def test_parity_on_wiki_sample(tmp_path):
     assert_parity(both_backends(load_dataset("wiki-sample"), tmp_path), "wiki-sample")
 
 
-def test_parity_on_xquad(shared_data, tmp_path):
-    dataset = squad.build(shared_data / "xquad" / "xquad.en.json")
+def test_parity_on_xquad(xquad_en, tmp_path):
+    dataset = squad.build(xquad_en)
     assert_parity(both_backends(dataset, tmp_path), "xquad")
 
 

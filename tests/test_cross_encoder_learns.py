@@ -29,7 +29,7 @@ def questions(articles: list[dict]) -> list[tuple[str, str, list[str]]]:
 
 
 def test_a_small_cross_encoder_trained_on_real_questions_ranks_held_out_ones_above_chance(
-    shared_data, tmp_path
+    xquad_en, tmp_path
 ):
     import torch
     from sentence_transformers import CrossEncoder
@@ -41,7 +41,7 @@ def test_a_small_cross_encoder_trained_on_real_questions_ranks_held_out_ones_abo
 
     torch.manual_seed(0)
     rng = random.Random(0)
-    articles = json.loads((shared_data / "xquad" / "xquad.en.json").read_text())["data"]
+    articles = json.loads(xquad_en.read_text())["data"]
     train, held_out = questions(articles[:36]), questions(articles[36:])  # split by article
     rows = [Example(q, answer, tuple(rng.sample(others, 1))) for q, answer, others in train]
     model = CrossEncoder(resolve("all-MiniLM-L6-v2"), num_labels=1, device="cpu")

@@ -34,9 +34,9 @@ def document(doc_id: str, title: str, paragraphs: list[str]) -> Document:
     return Document(doc_id, title, passages)
 
 
-def xquad_documents(shared_data: Path) -> list[Document]:
+def xquad_documents(path: Path) -> list[Document]:
     """The 48 XQuAD articles (English), an article's paragraphs as its passages."""
-    data = json.loads((shared_data / "xquad" / "xquad.en.json").read_text(encoding="utf-8"))
+    data = json.loads(path.read_text(encoding="utf-8"))
     return [
         document(f"xquad-{i}", a["title"], [p["context"] for p in a["paragraphs"]])
         for i, a in enumerate(data["data"])
@@ -68,8 +68,8 @@ def reference() -> PkeTopicRank:
 
 
 @pytest.fixture(scope="module")
-def xquad(shared_data: Path) -> list[Document]:
-    return xquad_documents(shared_data)
+def xquad(xquad_en: Path) -> list[Document]:
+    return xquad_documents(xquad_en)
 
 
 def pke_extractor(text: str, nlp=None):

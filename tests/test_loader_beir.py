@@ -27,10 +27,10 @@ def write_qrels(path: Path, rows: list[tuple[str, str, int]], header: bool = Tru
 
 
 @pytest.fixture(scope="module")
-def xquad_beir(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def xquad_beir(xquad_en: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """XQuAD English as BEIR: a corpus entry per paragraph (titled by its article), questions of
     even articles judged in test.tsv, of odd ones in dev.tsv, plus one query never judged."""
-    raw = json.loads((shared_data / "xquad" / "xquad.en.json").read_text(encoding="utf-8"))
+    raw = json.loads(xquad_en.read_text(encoding="utf-8"))
     folder = tmp_path_factory.mktemp("xquad-beir")
     corpus, queries, test, dev = [], [], [], []
     for a, art in enumerate(raw["data"]):
@@ -52,8 +52,8 @@ def xquad_beir(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 
 
 @pytest.fixture(scope="module")
-def raw_counts(shared_data: Path) -> dict[str, int]:
-    raw = json.loads((shared_data / "xquad" / "xquad.en.json").read_text(encoding="utf-8"))
+def raw_counts(xquad_en: Path) -> dict[str, int]:
+    raw = json.loads(xquad_en.read_text(encoding="utf-8"))
     arts = raw["data"]
     return {
         "articles": len(arts),

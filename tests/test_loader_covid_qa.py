@@ -110,7 +110,7 @@ def test_data_build_then_stats_prints_its_table(
     source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
     monkeypatch.setenv("DAPR_HOME", str(tmp_path))
-    with pytest.raises(DaprError, match="give its path"):
+    with pytest.raises(DaprError, match="not fetched yet; run `dapr data build COVID-QA --down"):
         load_dataset("COVID-QA")
     assert main(["data", "build", "COVID-QA", "--source", str(source.parent)]) == 0
     capsys.readouterr()

@@ -16,8 +16,8 @@ QUESTION = "56beb4343aeaaa14008c925b"
 
 
 @pytest.fixture(scope="module")
-def xquad(shared_data: Path) -> Path:
-    return shared_data / "xquad" / "xquad.en.json"
+def xquad(xquad_en: Path) -> Path:
+    return xquad_en
 
 
 @pytest.fixture(scope="module")

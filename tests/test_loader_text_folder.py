@@ -75,9 +75,9 @@ def test_queries_jsonl_with_beir_qrels(folder: Path, tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def xquad_folder(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+def xquad_folder(xquad_en: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """XQuAD English written as one markdown file per article, queries TSV and TREC qrels."""
-    raw = json.loads((shared_data / "xquad" / "xquad.en.json").read_text(encoding="utf-8"))
+    raw = json.loads(xquad_en.read_text(encoding="utf-8"))
     root = tmp_path_factory.mktemp("xquad-text")
     queries, qrels, texts = [], [], []
     for a, art in enumerate(raw["data"]):

@@ -87,6 +87,9 @@ def test_ci_runs_make_test():
     assert not [line for line in commands if re.match(r"(pytest|pip install)(\s|$)", line)]
     assert "apt-get install -y -qq chromium" in ci  # the HTML report test's browser
     assert "collected no tests" in ci  # pytest's exit 5 has its own message
+    # CI has ../shared: a test needing it fails there rather than skip (tests/conftest.py)
+    assert "export DAPR_TEST_REQUIRE_SHARED=1" in commands
+    assert 'os.environ.get(REQUIRE_SHARED) == "1"' in (ROOT / "tests" / "conftest.py").read_text()
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="CI would install chromium")

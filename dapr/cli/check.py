@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 from dapr.cli import run
 
 if TYPE_CHECKING:
+    from dapr.data import Dataset
+    from dapr.experiment.estimate import Estimate
     from dapr.experiment.plan import Planned
     from dapr.experiment.spec import Experiment
 
@@ -28,6 +30,24 @@ def add(commands: argparse._SubParsersAction) -> None:
         "models, dataset, output) without running it",
     )
     run.plan_options(check)
+    check.add_argument(
+        "--cost",
+        action="store_true",
+        help="also estimate each step's time, peak memory and disk on --device, and the sum",
+    )
+    check.add_argument(
+        "--device",
+        default="cpu:2",
+        metavar="DEVICE",
+        help="the machine --cost prices for: cpu:N (N cores), h100, h200 or v100 (default cpu:2)",
+    )
+    check.add_argument(
+        "--devices",
+        type=int,
+        default=1,
+        metavar="N",
+        help="how many such devices share the jobs of the file (--cost; default 1)",
+    )
     check.set_defaults(handler=_check)
 
 
@@ -38,22 +58,40 @@ def _check(args: argparse.Namespace) -> int:
 
     problems: list[str] = []
     experiments: list[Experiment] = []
+    if args.cost:  # the machine is checked before any work
+        from dapr.errors import DaprError
+        from dapr.experiment.pricing import device_rates
+
+        try:
+            device_rates(args.device)
+            if args.devices < 1:
+                raise DaprError(f"--devices {args.devices}: give at least 1")
+        except DaprError as error:
+            print(f"dapr: error: {args.file}: {error}", file=sys.stderr)
+            return 2
     for raw in raw_grid(args.file, args.overrides, args.variant):
         try:
             experiments.append(validate(raw, args.file))
         except ConfigError as error:  # each experiment of a grid on its own line
             problems.append(str(error))
+    costs: list[Estimate] = []
     for n, experiment in enumerate(experiments):
         if n:
             print()
-        problems += _show(experiment, args)
+        problems += _show(experiment, args, costs)
+    if args.cost and len(costs) > 1:
+        from dapr.experiment.estimate import FileEstimate, render_file
+
+        print()
+        print(render_file(FileEstimate(str(args.file), args.device, args.devices, costs)))
     for problem in dict.fromkeys(problems):
         print(f"dapr: error: {problem}", file=sys.stderr)
     return 2 if problems else 0
 
 
-def _show(experiment: Experiment, args: argparse.Namespace) -> list[str]:
-    """Print the plan of one experiment; its problems, one line each."""
+def _show(experiment: Experiment, args: argparse.Namespace, costs: list[Estimate]) -> list[str]:
+    """Print the plan of one experiment (with ``--cost``, its cost, added to ``costs``); its
+    problems, one line each."""
     from dapr.errors import DaprError
     from dapr.experiment import plan
     from dapr.experiment.results import METRICS, check_output
@@ -101,7 +139,38 @@ def _show(experiment: Experiment, args: argparse.Namespace) -> list[str]:
         print(f"{line}  {extra}".rstrip())
     counts = {status: sum(s.status == status for s in steps) for status in STATUSES}
     print("  " + ", ".join(f"{n} {s}" for s, n in counts.items() if n or s != "unknown"))
+    if args.cost:
+        problems += _cost(experiment, dataset, steps, args, costs)
     return problems
+
+
+def _cost(
+    experiment: Experiment,
+    dataset: Dataset | None,
+    steps: list[Planned],
+    args: argparse.Namespace,
+    costs: list[Estimate],
+) -> list[str]:
+    """Print what the steps cost on ``args.device``: priced from the dataset's statistics when
+    it was read, else cold from the paper's Table 1."""
+    from dapr.datasets.stats import dataset_stats
+    from dapr.errors import DaprError
+    from dapr.experiment import estimate
+    from dapr.experiment.sizes import stats_sizes, table1_sizes
+
+    try:
+        if dataset is not None:
+            sizes = stats_sizes(dataset_stats(dataset), experiment.split)
+        else:
+            sizes = table1_sizes(experiment.dataset, experiment.split)
+            steps = estimate.cold_steps(experiment)
+    except DaprError as error:  # not a problem of the run: it builds or fetches the dataset
+        print(f"  cost     not known until the dataset is here: {error}")
+        return []
+    found = estimate.estimate(experiment, steps, sizes, args.device)
+    costs.append(found)
+    print("\n".join(estimate.render(found)))
+    return []
 
 
 STATUSES = ("computed", "cached", "unknown")

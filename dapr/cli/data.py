@@ -20,7 +20,12 @@ def add(commands: argparse._SubParsersAction) -> None:
 
     build = actions.add_parser("build", help="build a dataset from its raw files")
     build.add_argument("name", help="a registered dataset, e.g. NaturalQuestions")
-    build.add_argument("--source", type=Path, required=True, help="directory of the raw files")
+    build.add_argument(
+        "--source",
+        type=Path,
+        help="the raw files (a directory, or the file of a one-file dataset); with --download, "
+        "default: $DAPR_HOME/raw/NAME",
+    )
     build.add_argument("--out", type=Path, help="default: the dataset's prepared copy")
     build.add_argument("--format", choices=("jsonl", "parquet"), default="parquet")
     build.add_argument(
@@ -102,14 +107,26 @@ def _build(args: argparse.Namespace) -> int:
 
     adapter = adapter_of(args.name)
     options = adapter.check_options(_options(args.options))
-    if not args.source.exists():
-        raise DaprError(f"{args.source}: no such file or directory; give --source the raw files")
-    adapter.require(args.source, download=args.download)
-    dataset = adapter.build(args.source, **options)
+    source = args.source
+    if source is None and not args.download:
+        raise DaprError(
+            f"dapr data build {args.name}: no --source; give --source the raw files, or "
+            "--download to fetch them"
+        )
+    if source is None:
+        if not any(raw.url for raw in adapter.raw_files):
+            raise DaprError(
+                f"dataset {args.name!r} has no file to download; give --source ({adapter.origin})"
+            )
+        source = adapter.raw
+    elif not source.exists():
+        raise DaprError(f"{source}: no such file or directory; give --source the raw files")
+    adapter.require(source, download=args.download)
+    dataset = adapter.build(source, **options)
     # a variant (e.g. a subset) gets its own copy beside the adapter's, under its own name
     out = args.out or adapter.prepared.with_name(dataset.name)
     write_dataset(dataset, out, format=args.format)
-    print(f"built {args.name} from {args.source} into {out}")
+    print(f"built {args.name} from {source} into {out}")
     return 0
 
 

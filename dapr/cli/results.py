@@ -98,7 +98,7 @@ def _report(args: argparse.Namespace) -> int:
     from dapr.analysis.significance import check_correction
     from dapr.analysis.table import check_family, table3, to_csv, to_latex, to_markdown
     from dapr.evaluation import parse_metric
-    from dapr.experiment import results
+    from dapr.experiment import results, summary
 
     metric = parse_metric(args.metric).name
     check_correction(args.correction)
@@ -119,6 +119,14 @@ def _report(args: argparse.Namespace) -> int:
     )
     text = to_markdown(table)
     print(text)
+    paper = summary.paper_markdown(
+        found,
+        [results.read_published(r.path) if r.path.name == results.METRICS else None for r in found],
+        metric,
+    )
+    if paper:
+        print(f"The paper beside dapr ({metric}; difference: dapr minus the paper):\n")
+        print(paper)
     if args.out:
         tables = {"md": text, "csv": to_csv(table), "tex": to_latex(table)}
         results.write_tables(args.out, "table3", tables)

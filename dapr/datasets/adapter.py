@@ -72,6 +72,16 @@ class Adapter:
     def cached(self) -> bool:
         return self.prepared.is_dir()
 
+    @property
+    def raw(self) -> Path:
+        """Where ``dapr data build NAME --download`` keeps the raw files when no ``--source``
+        is given."""
+        return home() / "raw" / self.name
+
+    def fetched(self) -> bool:
+        """Whether every raw file is in :attr:`raw` (so a load by name can build from them)."""
+        return bool(self.raw_files) and all((self.raw / r.path).is_file() for r in self.raw_files)
+
     def load(self, **options: Any) -> Dataset:
         """The ready dataset: the prepared copy, fetched from the hub first if needed."""
         from dapr.datasets import read_dataset
@@ -177,7 +187,9 @@ class LocalAdapter(Adapter):
 
     Every load with a ``path`` builds anew, its options checked as ``dapr data build`` checks
     them. Without ``path`` it reads the prepared copy that ``dapr data build NAME --source PATH``
-    wrote, or fails with one line saying how to give the path.
+    wrote (when no option is given), else builds from the raw files that ``dapr data build NAME
+    --download`` fetched into :attr:`~Adapter.raw`, or fails with one line saying how to fetch
+    them or give the path.
     """
 
     hub_repo = None
@@ -196,6 +208,14 @@ class LocalAdapter(Adapter):
         if path is None or str(path) == "":
             if self.cached() and not options:
                 return read_dataset(self.prepared, self.name)
+            if self.fetched():  # downloaded by name: built with these options
+                return self.build(self.raw, **options)
+            if any(raw.url for raw in self.raw_files):
+                raise DaprError(
+                    f"dataset {self.name!r} is not fetched yet; run `dapr data build {self.name} "
+                    f"--download` once ({self.origin}), or give your copy's path as "
+                    f"dataset_args: {{path: ...}}"
+                )
             raise DaprError(
                 f"dataset {self.name!r} reads your own data: give its path ({self.path_help}) "
                 f"as dataset_args: {{path: ...}} in the experiment file or "

@@ -25,7 +25,7 @@ from dapr.errors import DaprError, os_error
 from dapr.experiment import summary
 from dapr.experiment.manifest import denoising_figure
 from dapr.experiment.runner import Outcome
-from dapr.experiment.spec import Experiment
+from dapr.experiment.spec import Experiment, Published, PublishedRow
 from dapr.experiment.sweep import SweepResult
 from dapr.io import faults, write_trec_run
 from dapr.io.files import (
@@ -316,6 +316,24 @@ def load_results(paths: Sequence[Path]) -> list[Result]:
         file = path / METRICS if path.is_dir() else path
         results.append(result_from_metrics(file, read_metrics(path)))
     return results
+
+
+def read_published(metrics_file: Path) -> Published | None:
+    """The ``published:`` block of the experiment whose results hold ``metrics_file``, as its
+    ``manifest.json`` recorded it; None without a manifest or a block."""
+    manifest = metrics_file.parent / MANIFEST
+    if not manifest.is_file():
+        return None
+    given = _json(manifest).get("experiment", {}).get("published")
+    if not isinstance(given, dict):
+        return None
+    try:
+        rows = tuple(PublishedRow(**row) for row in given.get("rows", []))
+        return Published(given["source"], given.get("values", {}), rows)
+    except (KeyError, TypeError):
+        raise DaprError(
+            f"{manifest}: experiment.published is not as dapr writes it; rerun `dapr run`"
+        ) from None
 
 
 def read_sweep(directory: Path) -> dict[str, Any]:

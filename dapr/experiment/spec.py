@@ -198,15 +198,51 @@ class TrainSpec:
     precision (``auto``: bf16 on a CUDA GPU with bfloat16, else fp32; or fp32, bf16, fp16)."""
 
 
+OVERLAP_ROWS = ("alone", "with title")
+"""The rows ``dapr overlap`` prints (the DAPR paper's Table 5: without and with titles)."""
+
+
+@dataclass(frozen=True)
+class PublishedRow:
+    """One row of a paper's table, per dataset: the value of ``metric`` for ``system`` of this
+    experiment, or (``overlap``) a row of ``dapr overlap``'s query / gold-passage Jaccard."""
+
+    table: str
+    """The paper's table, e.g. ``Table 3``."""
+    row: str
+    """The paper's row, e.g. ``rank fusion / DRAGON+``."""
+    values: dict[str, float] = field(default_factory=dict)
+    """``{dataset: fraction}``, the dataset as ``dapr`` names it (44.5 is 0.445)."""
+    system: str = ""
+    """The system of this experiment that runs the row."""
+    metric: str = ""
+    """A metric of this experiment."""
+    overlap: str = ""
+    """Instead of a system and a metric: ``alone`` or ``with title`` of ``dapr overlap``."""
+
+
 @dataclass(frozen=True)
 class Published:
     """A paper's numbers, printed beside the experiment's own for the systems that stand in
-    for its rows: ``values[system][metric]``, as fractions like dapr's (32.39% is 0.3239)."""
+    for its rows: ``values[system][metric]`` whatever the dataset, or ``rows`` per dataset, as
+    fractions like dapr's (32.39% is 0.3239)."""
 
     source: str
     """Where the numbers come from, printed under the table."""
     values: dict[str, dict[str, float]] = field(default_factory=dict)
     """``{system: {metric: fraction}}``."""
+    rows: tuple[PublishedRow, ...] = ()
+    """The paper's rows, each ``{table, row, system, metric, values: {dataset: fraction}}``;
+    ``dapr report`` and the reproduction matrix read them."""
+
+    def value(self, system: str, metric: str, dataset: str) -> tuple[float, str] | None:
+        """The paper's value for ``system``'s ``metric`` on ``dataset`` and where it comes
+        from, or None where the paper gives none."""
+        for row in self.rows:
+            if row.system == system and row.metric == metric and dataset in row.values:
+                return row.values[dataset], f"{self.source}, {row.table}, {row.row}"
+        given = self.values.get(system, {}).get(metric)
+        return None if given is None else (given, self.source)
 
 
 @dataclass(frozen=True)

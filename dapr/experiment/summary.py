@@ -3,8 +3,12 @@ contextualizing (the DAPR paper's Table 6) and the metric per query category."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from dapr.analysis.model import Result
 from dapr.experiment.contextualize import Cost
 from dapr.experiment.runner import Outcome
+from dapr.experiment.spec import Published
 from dapr.io import spreadsheet
 
 
@@ -29,6 +33,44 @@ def published_metrics(outcome: Outcome) -> list[str]:
     published = outcome.experiment.published
     given = {m for values in published.values.values() for m in values} if published else set()
     return [m for m in outcome.experiment.metrics if m in given]
+
+
+def paper_markdown(
+    found: Sequence[Result], published: Sequence[Published | None], metric: str
+) -> str:
+    """Each system's ``metric`` beside the paper's value for its dataset and the difference
+    (dapr minus the paper), for the results whose experiment has a ``published:`` block; where
+    the paper has no column for the dataset, its values on the others, not compared."""
+    lines = []
+    for result, paper in zip(found, published):
+        if paper is None:
+            continue
+        for system in result.systems.values():
+            ours = system.mean.get(metric)
+            given = paper.value(system.name, metric, result.dataset)
+            if given is not None and isinstance(ours, int | float):
+                value, source = given
+                compared = [f"{value:.4f}", f"{ours - value:+.4f}", source]
+            else:
+                other = [
+                    (f"{d} {v:.4f}", f"{paper.source}, {row.table}, {row.row}")
+                    for row in paper.rows
+                    if row.system == system.name and row.metric == metric
+                    for d, v in row.values.items()
+                ]
+                if not other or not isinstance(ours, int | float):
+                    continue
+                compared = [
+                    "; ".join(cell for cell, _ in other),
+                    f"none: the paper has no {result.dataset} column",
+                    other[0][1],
+                ]
+            cells = [system.name, result.dataset, f"{ours:.4f}", *compared]
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    if not lines:
+        return ""
+    head = f"| system | dataset | dapr {metric} | paper | difference | the paper's table and row |"
+    return "\n".join([head, "|---|---|---:|---|---:|---|", *lines]) + "\n"
 
 
 def markdown(outcome: Outcome) -> str:

@@ -74,7 +74,9 @@ def fit_cross(spec: Any, rows: list, entry: Path, settings: Any, log: Any, teach
 
     from dapr.checkpoints import load
     from dapr.training.cross import train_cross_encoder
+    from dapr.training.dual import seeded
 
+    seeded(settings.seed)  # the fresh head's weights: the same whatever trained before
     model = load(CrossEncoder, spec.model, num_labels=1)
     epochs = spec.distill.get("epochs", 1) if spec.distill else 0
     return train_cross_encoder(

@@ -161,11 +161,27 @@ def describe_source(source: Dataset, split_name: str, split: Split) -> dict:
     }
 
 
+UNTIMED = ("seconds",)
+"""Fields of a training record that the model card leaves out, its own and its distillation's:
+the card is part of the model's content, which keys the runs that use it, and a rerun takes
+another time; they stay in the cache entry's ``training.json``, beside the model."""
+
+
+def untimed(record: dict) -> dict:
+    """``record`` without :data:`UNTIMED`, at its top and in its ``distilled`` record."""
+    found = {k: v for k, v in record.items() if k not in UNTIMED}
+    if isinstance(found.get("distilled"), dict):
+        found["distilled"] = untimed(found["distilled"])
+    return found
+
+
 def write_card(
     entry: Path, name: str, spec: TrainSpec, trained_on: list[dict], record: dict
 ) -> None:
     """The model card beside the weights: what it was trained from and on (every dataset and
-    split, ``trained_on``), and how; the documents trained on go to :data:`DOCUMENTS_FILE`."""
+    split, ``trained_on``), and how; the documents trained on go to :data:`DOCUMENTS_FILE`.
+    How long it took is left out (:data:`UNTIMED`)."""
+    record = untimed(record)
     listed = [{k: v for k, v in t.items() if k != "documents"} for t in trained_on]
     for source, row in zip(trained_on, listed):
         row["documents"] = len(source["documents"])

@@ -259,6 +259,7 @@ def _train_one(
         settings.identity(),
         *([spec.head] if spec.head != "fresh" else []),  # keys made before heads stay
         *(["usual-negatives"] if spec.augment else []),  # pseudo rows once took the fewest
+        *(["seeded-head"] if spec.kind == "cross" else []),  # its head's start once drifted
         *([spec.distill, [k for _, k in taught]] if teacher else []),
     )
     status = "cached"
@@ -398,8 +399,9 @@ def _fit(
             start_ray(os.environ.get("RAY_ADDRESS"))
         gpus = experiment_gpus > 0
         return train_on_ray(spec.model, rows, entry, loss, settings, spec.workers, gpus)
-    from dapr.training.dual import train_dual_encoder
+    from dapr.training.dual import seeded, train_dual_encoder
 
+    seeded(settings.seed)  # any module the model adds starts alike whatever trained before
     model = sentence_transformer(spec.model, None, None, None)
     return train_dual_encoder(model, rows, entry, loss, settings, log)
 

@@ -15,12 +15,12 @@ from dapr.errors import ConfigError
 from dapr.evaluation import parse_metric
 from dapr.experiment.arguments import check_args
 from dapr.experiment.chain import ContextStep
+from dapr.experiment.published import published_block
 from dapr.experiment.spec import (
     CATEGORY_SOURCES,
     LEVELS,
     Experiment,
     FusionSpec,
-    Published,
     Resources,
     RetrieverSpec,
     TrainSpec,
@@ -88,6 +88,7 @@ def validate(raw: dict, path: Path) -> Experiment:
     sweep = sweep_spec(raw["sweep"], path, fusion, split) if "sweep" in raw else None
     maxp = _maxp(raw.get("maxp", False), path, retrievers, fusion)
     systems = [("retrievers", s) for s in retrievers] + [("fusion", s) for s in fusion]
+    systems_named = [*retrievers, *fusion]
     twins = [(f"maxp (the twin of {s!r})", f"{s}@maxp") for s in maxp]
     _distinct(path, systems + twins, "runs/{}.trec")
     resources = raw.get("resources", {})
@@ -107,44 +108,12 @@ def validate(raw: dict, path: Path) -> Experiment:
         maxp=maxp,
         resources=resources,
         train=_train(raw.get("train", {}), path, retrievers, depth, resources),
-        published=_published(raw["published"], path, metrics, [*retrievers, *fusion])
+        published=published_block(
+            raw["published"], path, metrics, [*systems_named, *(name for _, name in twins)]
+        )
         if "published" in raw
         else None,
     )
-
-
-def _published(raw: Any, path: Path, metrics: tuple[str, ...], systems: list) -> Published:
-    """``published: {source, values: {system: {metric: fraction}}}`` for systems and metrics
-    of this experiment."""
-    check_fields(raw, Published, path, "published")
-    if "source" not in raw:
-        raise ConfigError(f"{path}: published: missing key 'source' (the paper and its table)")
-    ours = {(m.measure, m.cutoff): m.name for m in map(parse_metric, metrics)}
-    values: dict[str, dict[str, float]] = {}
-    for system, given in raw.get("values", {}).items():
-        where = f"published.values.{system}"
-        if system not in systems:
-            raise ConfigError(
-                f"{path}: {where}: not a system of this experiment; choose from: "
-                f"{', '.join(systems)}"
-            )
-        if not isinstance(given, dict):
-            raise ConfigError(f"{path}: {where}: give {{metric: value}}, e.g. {{MRR@10: 0.3239}}")
-        values[system] = {}
-        for metric, value in given.items():
-            parsed = wrapped(path, where, lambda m=metric: parse_metric(str(m)))
-            if (parsed.measure, parsed.cutoff) not in ours:
-                raise ConfigError(
-                    f"{path}: {where}.{metric}: not a metric of this experiment; choose from: "
-                    f"{', '.join(metrics)}"
-                )
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-                raise ConfigError(
-                    f"{path}: {where}.{metric} must be a fraction in [0, 1] as dapr prints it "
-                    f"(32.39% is 0.3239), got {value!r}"
-                )
-            values[system][ours[parsed.measure, parsed.cutoff]] = float(value)
-    return Published(raw["source"], values)
 
 
 def _name(name: Any, path: Path) -> str:

@@ -91,9 +91,10 @@ def _worker(config: dict[str, Any]) -> None:
     from ray import train
 
     from dapr.checkpoints import sentence_transformer
-    from dapr.training.dual import train_dual_encoder
+    from dapr.training.dual import seeded, train_dual_encoder
 
     note_start(Path(config["out"]) / STARTS, train.get_context().get_world_rank())
+    seeded(config["settings"].seed)  # every worker's copy starts from the same weights
     model = sentence_transformer(config["model"], None, None, None)
     train_dual_encoder(
         model, config["rows"], Path(config["out"]), config["loss"], config["settings"], gather=True

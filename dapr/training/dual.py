@@ -193,8 +193,12 @@ def fit(
 ) -> dict[str, Any]:
     """Run ``trainer`` from the last complete checkpoint under ``out`` (if any); the first
     worker saves ``model`` to ``out/model`` and the training record (``about``, the settings,
-    the precision the trainer computed in, steps, the step it resumed from, loss per logged
-    step) to ``out/training.json``, which is returned."""
+    the precision the trainer computed in, torch's CPU threads, steps, the step it resumed
+    from, loss per logged step) to ``out/training.json``, which is returned. The threads are
+    recorded because they decide the last bits of the weights: CPU kernels split their sums by
+    thread, so a rerun gives the same bytes on as many threads, not on a different count."""
+    import torch
+
     if log is not None:  # our lines replace the trainer's printed dictionaries
         from transformers.trainer_callback import PrinterCallback
 
@@ -207,6 +211,7 @@ def fit(
         **about,
         "settings": asdict(settings),
         "precision": "bf16" if trainer.args.bf16 else "fp16" if trainer.args.fp16 else "fp32",
+        "threads": torch.get_num_threads(),
         "examples": len(trainer.train_dataset),
         "steps": result.global_step,
         "training_loss": result.training_loss,
@@ -219,6 +224,16 @@ def fit(
         model.save(str(out / "model"))
         (out / "training.json").write_text(json.dumps(record, indent=2))
     return record
+
+
+def seeded(seed: int) -> None:
+    """Seed Python's, numpy's and torch's generators with ``seed``, before a model to train is
+    loaded: a head it lacks (a cross-encoder's classifier) starts from random weights, which
+    otherwise depend on what consumed the generators earlier in the process (the trainer seeds
+    them only once the model exists)."""
+    from transformers import set_seed
+
+    set_seed(seed)
 
 
 def last_checkpoint(folder: Path) -> Path | None:

@@ -218,6 +218,7 @@ def sections() -> dict[str, type]:
         "train.NAME": spec.TrainSpec,
         "train.NAME.sources[]": spec.TrainSource,
         "published": spec.Published,
+        "published.rows[]": spec.PublishedRow,
     }
 
 
@@ -313,7 +314,23 @@ PARTS: dict[str, Callable[[], str]] = {
     "experiment": experiment,
     "gpu-benchmark": gpu_benchmark,
     "environment": environment,
+    "full-grid-cost": lambda: full_grid_cost(),
 }
+
+
+def full_grid_cost() -> str:
+    """``dapr check --cost`` of the paper's full grid on 4 V100s (the paper's machine) and on
+    one H100, priced from the calibration table with Table 1's sizes (no data needed)."""
+    from dapr.experiment.estimate import estimate_file, grid_table
+
+    path = "experiments/paper_table3_full.yaml"
+    root = Path(__file__).resolve().parents[2]
+    parts = []
+    for device, devices in (("v100", 4), ("h100", 1)):
+        found = estimate_file(root / path, device=device, devices=devices)
+        found = dataclasses.replace(found, path=path)
+        parts.append(grid_table(found))
+    return "\n".join(parts)
 
 
 def render(markdown: str) -> str:
