@@ -14,9 +14,11 @@ from pathlib import Path
 
 from dapr.errors import DaprError
 from dapr.experiment.plan import Planned
-from dapr.experiment.pricing import GB, Cost, Pricer, count, device_rates
+from dapr.experiment.pricing import Cost, Pricer, count, device_rates
 from dapr.experiment.sizes import Sizes, corpus_of, sizes_of
 from dapr.experiment.spec import Experiment
+from dapr.experiment.summary import duration
+from dapr.store.housekeeping import human_size
 
 
 @dataclass
@@ -148,21 +150,9 @@ def estimate_file(
 # -------------------------------------------------------------------------- rendering
 
 
-def duration(seconds: float) -> str:
-    """``seconds`` as a reader takes it in: 0.4 s, 2 min 5 s, 3.2 h."""
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)} min {seconds % 60:.0f} s"
-    return f"{seconds / 3600:,.1f} h"
-
-
 def size(value: float) -> str:
-    """Bytes as MB / GB / TB."""
-    for unit, suffix in ((1e12, "TB"), (GB, "GB")):
-        if value >= unit:
-            return f"{value / unit:,.1f} {suffix}"
-    return f"{value / 1e6:,.1f} MB"
+    """Bytes in binary units, as ``dapr cache`` shows them."""
+    return human_size(int(value))
 
 
 def render(found: Estimate) -> list[str]:

@@ -144,12 +144,12 @@ def cost_rows(
             "approach": cost.approach,
             of: system,
             "speed (words/s)": _speed(cost),
-            "total latency": _duration(cost.estimated_seconds)
+            "total latency": duration(cost.estimated_seconds)
             + (" (estimated)" if cost.corpus_words is not None else ""),
             "documents": f"{cost.documents:,}",
             "computed now": f"{cost.computed:,}",
             "workers": str(cost.workers),
-            "wall (this run)": _duration(cost.wall_seconds),
+            "wall (this run)": duration(cost.wall_seconds),
         }
         if metric and outcome is not None:  # (a metric implies an outcome)
             row[metric] = f"{outcome.evaluations[system].means[metric]:.4f}"
@@ -185,7 +185,8 @@ def _speed(cost: Cost) -> str:
     return f"{cost.words_per_second:,.1f}"
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """``seconds`` as a reader takes it in: 0.4 s, 2.1 min, 3.2 h."""
     if seconds < 60:
         return f"{seconds:.1f} s"
     if seconds < 3600:
