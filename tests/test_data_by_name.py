@@ -114,3 +114,24 @@ def test_a_dataset_named_but_not_fetched_says_how_to_fetch_it(tmp_path, monkeypa
     for name in ("COVID-QA", "XQuAD"):
         with pytest.raises(DaprError, match=f"run `dapr data build {name} --download` once"):
             load_dataset(name)
+
+
+def test_a_local_source_that_is_the_pinned_release_serves_loads_with_options(
+    xquad_en, tmp_path, monkeypatch, capsys
+):
+    """Built from --source, the pinned file is kept (checked by SHA-256) where --download puts
+    it, so that an experiment's options build from it offline; a changed copy is not kept."""
+    monkeypatch.setenv("DAPR_HOME", str(tmp_path / "home"))
+    assert main(["data", "build", "XQuAD", "--source", str(xquad_en)]) == 0
+    assert f"kept a verified copy of its raw files in {squad.xquad.raw}" in capsys.readouterr().out
+    assert (squad.xquad.raw / "xquad.en.json").read_bytes() == xquad_en.read_bytes()
+    split = load_dataset("XQuAD", dev_share=0.5)  # before: "not fetched yet"
+    assert len(split.split("dev").queries) + len(split.split("test").queries) == 1190
+
+    monkeypatch.setenv("DAPR_HOME", str(tmp_path / "other"))
+    changed = tmp_path / "mine" / "xquad.en.json"
+    changed.parent.mkdir()
+    changed.write_bytes(xquad_en.read_bytes().replace(b"Panthers", b"Panther5", 1))
+    assert main(["data", "build", "XQuAD", "--source", str(changed)]) == 0
+    assert "is not the pinned release of XQuAD" in capsys.readouterr().out
+    assert not squad.xquad.raw.exists()

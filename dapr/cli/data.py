@@ -103,7 +103,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _build(args: argparse.Namespace) -> int:
     from dapr.datasets import write_dataset
-    from dapr.datasets.adapter import adapter_of
+    from dapr.datasets.adapter import adapter_of, keep_raw
 
     adapter = adapter_of(args.name)
     options = adapter.check_options(_options(args.options))
@@ -127,6 +127,9 @@ def _build(args: argparse.Namespace) -> int:
     out = args.out or adapter.prepared.with_name(dataset.name)
     write_dataset(dataset, out, format=args.format)
     print(f"built {args.name} from {source} into {out}")
+    kept = keep_raw(adapter, source)
+    if kept:
+        print(kept)
     return 0
 
 

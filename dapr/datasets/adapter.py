@@ -182,6 +182,33 @@ class Adapter:
             raise DataError(f"{target}: missing raw file of {self.name}; {fix}")
 
 
+def keep_raw(adapter: Adapter, source: Path) -> str | None:
+    """Copy the raw files of ``source`` into :attr:`~Adapter.raw` when each is the pinned
+    release (its SHA-256 known and matching), so that loads by name with options build from
+    them offline, as after ``--download``; what was done, in words (None: nothing to keep)."""
+    from dapr.datasets.download import file_sha256
+    from dapr.io.files import write_bytes_atomic
+
+    pinned = [raw for raw in adapter.raw_files if raw.sha256]
+    if not pinned or Path(source).resolve() == adapter.raw.resolve():
+        return None
+    found = []
+    for raw in pinned:
+        path = Path(source) if Path(source).is_file() else Path(source) / raw.path
+        if not path.is_file() or file_sha256(path) != raw.sha256:
+            return (
+                f"{path} is not the pinned release of {adapter.name} (its SHA-256 differs), so "
+                "loads by name with options need its path as dataset_args: {path: ...}"
+            )
+        found.append((raw, path))
+    for raw, path in found:
+        target = adapter.raw / raw.path
+        if not target.is_file() or file_sha256(target) != raw.sha256:
+            with path.open("rb") as handle:
+                write_bytes_atomic(target, iter(lambda: handle.read(1 << 20), b""))
+    return f"kept a verified copy of its raw files in {adapter.raw} (loads with options read it)"
+
+
 class LocalAdapter(Adapter):
     """An adapter over the user's own files: ``load(path=..., **options)`` builds from them.
 
