@@ -82,10 +82,11 @@ def resolve(name: str) -> str:
     return str(cached) if cached.is_dir() else hub_id
 
 
-def offline_copy(name: str) -> str | None:
-    """Where the weights of ``name`` are on this machine, so that loading it needs no hub: a
-    local directory (a path, a package that ships them, :func:`local_copy`, a trained model) or
-    the hub's local cache; None when they are not here. Looks at files, loads nothing."""
+def offline_copy(name: str, revision: str | None = None) -> str | None:
+    """Where the weights of ``name`` (at the hub ``revision``, default the main branch) are on
+    this machine, so that loading it needs no hub: a local directory (a path, a package that
+    ships them, :func:`local_copy`, a trained model) or the hub's local cache; None when they
+    are not here. Looks at files, loads nothing."""
     try:
         path = resolve(name)
     except DaprError:  # trained/<name> that was not trained
@@ -95,7 +96,7 @@ def offline_copy(name: str) -> str | None:
     try:
         from huggingface_hub import snapshot_download
 
-        return snapshot_download(path, local_files_only=True)
+        return str(snapshot_download(path, revision=revision, local_files_only=True))
     except Exception:  # noqa: BLE001 - any failure means: not in the local hub cache
         return None
 

@@ -17,6 +17,7 @@ from dapr.cli import (
     contextualize,
     data,
     evaluate,
+    fetch,
     plugins,
     results,
     run,
@@ -25,7 +26,7 @@ from dapr.cli import (
 )
 from dapr.errors import DaprError, os_error
 
-GROUPS = (run, check, train, data, contextualize, results, runs, evaluate, cache, plugins)
+GROUPS = (run, check, fetch, train, data, contextualize, results, runs, evaluate, cache, plugins)
 """In the order ``dapr --help`` lists them."""
 
 

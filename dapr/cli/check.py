@@ -195,11 +195,11 @@ def _where(model: str, experiment: Experiment) -> str:
     import importlib.util
 
     from dapr.checkpoints import offline_copy
-    from dapr.experiment.plan import trained_here
+    from dapr.experiment.plan import pinned_revisions, trained_here
 
     if trained_here(model, experiment):
         return "trained first by this file's train: block"
-    found = offline_copy(model)
+    found = offline_copy(model, pinned_revisions(experiment).get(model))
     if found is None and model.isidentifier():  # a spaCy pipeline is a package
         from dapr.contextualizers.spacy_models import installed_name
 

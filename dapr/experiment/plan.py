@@ -300,6 +300,14 @@ def contextualizer_models(spec: RetrieverSpec) -> list[str]:
 
 
 def _models(factory: Any, args: Mapping[str, Any]) -> list[str]:
+    """The models ``factory(**args)`` loads: what its ``models_needed(args)`` says when it has
+    one (a component whose arguments do not show them), else its ``*model`` arguments."""
+    declared = getattr(factory, "models_needed", None)
+    if callable(declared):
+        try:
+            return list(dict.fromkeys(declared(args)))
+        except DaprError:  # a bad argument: reported where the file is validated
+            return []
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
@@ -355,6 +363,16 @@ def dataset_source(experiment: Experiment) -> Source:
         what = f"downloaded from the hub dataset {adapter.hub_repo} into {adapter.prepared} first"
         return Source(what, False, False)
     return Source("not built yet", False, True)  # reading it says how to build it
+
+
+def pinned_revisions(experiment: Experiment) -> dict[str, str]:
+    """The hub revision each model is loaded at where a retriever pins one (``revision``)."""
+    pinned: dict[str, str] = {}
+    for spec in experiment.retrievers.values():
+        revision = spec.args.get("revision")
+        if isinstance(revision, str) and revision:
+            pinned.update((model, revision) for model in model_names(spec))
+    return pinned
 
 
 def models_needed(experiment: Experiment) -> dict[str, list[str]]:
