@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import lzma
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
@@ -43,22 +45,65 @@ def dapr_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
         os.environ["DAPR_HOME"] = previous
 
 
+def _missing(reason: str) -> NoReturn:
+    """Skips the test with one line, or fails it when ``DAPR_TEST_REQUIRE_SHARED=1`` (CI)."""
+    if os.environ.get(REQUIRE_SHARED) == "1":
+        pytest.fail(f"{reason}; {REQUIRE_SHARED}=1 requires them", pytrace=False)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """The shared samples; where they are missing, the test is skipped with one line naming the
-    folder (failed instead when ``DAPR_TEST_REQUIRE_SHARED=1``, as in CI)."""
+    """The whole shared folder, for the tests that compare the shipped samples with it; where it
+    is missing, the test is skipped with one line naming the folder (failed instead when
+    ``DAPR_TEST_REQUIRE_SHARED=1``, as in CI). Tests take real data from ``samples``."""
     if not SHARED_DATA.is_dir():
-        missing = f"needs the real data samples in {SHARED_DATA} (../shared/data), missing here"
-        if os.environ.get(REQUIRE_SHARED) == "1":
-            pytest.fail(f"{missing}; {REQUIRE_SHARED}=1 requires them", pytrace=False)
-        pytest.skip(missing)
+        _missing(f"needs the real data samples in {SHARED_DATA} (../shared/data), missing here")
     return SHARED_DATA
 
 
 @pytest.fixture(scope="session")
-def xquad_en() -> Path:
+def shared_file() -> Callable[[str, str], Path]:
+    """``shared_file(relative, why)``: a file of the shared samples that tests/fixtures does not
+    ship (``why`` says why); where it is missing, the test is skipped with one line naming it
+    (failed instead when ``DAPR_TEST_REQUIRE_SHARED=1``, as in CI)."""
+
+    def need(relative: str, why: str) -> Path:
+        path = SHARED_DATA / relative
+        if not path.is_file():
+            _missing(f"needs {relative} of the real data samples ({why}), not in {SHARED_DATA}")
+        return path
+
+    return need
+
+
+@pytest.fixture(scope="session")
+def samples(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real samples shipped in tests/fixtures, laid out as ``../shared/data`` is (``.xz``
+    files decompressed): every clone has them, so no test skips for them."""
+    root = tmp_path_factory.mktemp("samples")
+    for path in sorted(FIXTURES.rglob("*")):
+        if not path.is_file():
+            continue
+        target = root / path.relative_to(FIXTURES)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".xz":
+            target.with_suffix("").write_bytes(lzma.decompress(path.read_bytes()))
+        else:
+            shutil.copyfile(path, target)
+    return root
+
+
+@pytest.fixture(scope="session")
+def covid_qa_file(samples: Path) -> Path:
+    """COVID-QA's published file (Apache-2.0), shipped xz-compressed in tests/fixtures."""
+    return samples / "covid-qa" / "covid-qa.json"
+
+
+@pytest.fixture(scope="session")
+def xquad_en(samples: Path) -> Path:
     """XQuAD's English file (CC BY-SA 4.0), shipped in tests/fixtures: no test skips for it."""
-    return FIXTURES / "xquad" / "xquad.en.json"
+    return samples / "xquad" / "xquad.en.json"
 
 
 @pytest.fixture

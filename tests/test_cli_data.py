@@ -7,8 +7,8 @@ from dapr.datasets import read_dataset
 
 
 @pytest.fixture
-def nq(shared_data):
-    return shared_data / "dapr-dump-sample" / "NaturalQuestions"
+def nq(samples):
+    return samples / "dapr-dump-sample" / "NaturalQuestions"
 
 
 def test_stats_json_matches_the_dataset(nq, capsys):

@@ -83,8 +83,8 @@ def test_a_wrong_checksum_is_refused_in_one_line_and_keeps_nothing(serve, xquad_
     assert list(squad.xquad.raw.iterdir()) == [] and not squad.xquad.cached()
 
 
-def test_covid_qa_by_name_builds_with_each_experiments_options(serve, shared_data, capsys):
-    serve(covid_qa.adapter, (shared_data / "covid-qa" / "covid-qa.json").read_bytes())
+def test_covid_qa_by_name_builds_with_each_experiments_options(serve, covid_qa_file, capsys):
+    serve(covid_qa.adapter, covid_qa_file.read_bytes())
     assert main(["data", "build", "COVID-QA", "--download"]) == 0
     assert f"into {covid_qa.adapter.prepared}" in capsys.readouterr().out
     assert len(load_dataset("COVID-QA").split("test").queries) == 1380

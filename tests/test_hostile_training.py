@@ -168,7 +168,7 @@ TRAINING_FILES = sorted(
 
 @pytest.mark.parametrize("path", TRAINING_FILES, ids=lambda p: p.stem)
 def test_the_training_recipes_pass_check_with_their_real_data(
-    path, shared_data, tmp_path, monkeypatch, capsys
+    path, samples, tmp_path, monkeypatch, capsys
 ):
     """Each file with a train: block, on real questions where it has a variant for them (its
     sources read: COVID-QA's train split and XQuAD's, by name), passes `dapr check`."""
@@ -178,7 +178,7 @@ def test_the_training_recipes_pass_check_with_their_real_data(
     monkeypatch.setenv("DAPR_HOME", str(home))
     for name, sample in (("COVID-QA", "covid-qa/covid-qa.json"), ("XQuAD", "xquad/xquad.en.json")):
         (home / "raw" / name).mkdir(parents=True)  # as `dapr data build NAME --download` leaves
-        shutil.copy(shared_data / sample, home / "raw" / name)
+        shutil.copy(samples / sample, home / "raw" / name)
     monkeypatch.chdir(tmp_path)  # nothing read relative to the repository
     variants = yaml.safe_load(path.read_text()).get("variants", {})
     argv = ["check", str(path), *(["--variant", "covid-qa"] if "covid-qa" in variants else [])]

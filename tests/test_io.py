@@ -21,9 +21,14 @@ from dapr.errors import DataError
 from dapr.io import read_trec_qrels, read_trec_run, write_trec_qrels, write_trec_run
 from dapr.io import rows as io
 
-SAMPLE = Path(__file__).parents[2] / "shared" / "data" / "dapr-dump-sample"
 DUMPS = ["ConditionalQA", "Genomics", "MIRACL", "NaturalQuestions"]
 FORMATS = ["jsonl", "parquet"]
+
+
+@pytest.fixture(scope="module")
+def dumps(samples: Path) -> Path:
+    """The DAPR dump samples shipped in tests/fixtures."""
+    return samples / "dapr-dump-sample"
 
 
 # --------------------------------------------------------------------------- helpers
@@ -103,8 +108,8 @@ def assert_one_line(error: pytest.ExceptionInfo, *parts: str) -> None:
 
 
 @pytest.mark.parametrize("name", DUMPS)
-def test_dump_sample_counts(name: str) -> None:
-    folder = SAMPLE / name
+def test_dump_sample_counts(dumps: Path, name: str) -> None:
+    folder = dumps / name
     expected = count_dump(folder)
     dataset = read_dataset(folder)
     documents = list(dataset.corpus)
@@ -122,8 +127,8 @@ def test_dump_sample_counts(name: str) -> None:
     ]
 
 
-def test_dump_passages_keep_chunk_order_and_text() -> None:
-    folder = SAMPLE / "Genomics"
+def test_dump_passages_keep_chunk_order_and_text(dumps: Path) -> None:
+    folder = dumps / "Genomics"
     first = json_lines(folder / "corpus.jsonl")[0]
     doc = next(iter(read_dump(folder).corpus))
     assert doc.id == first["id"] and doc.title == first["title"]
@@ -135,8 +140,8 @@ def test_dump_passages_keep_chunk_order_and_text() -> None:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("name", DUMPS)
-def test_dump_sample_round_trip(tmp_path: Path, name: str, fmt: str) -> None:
-    original = read_dataset(SAMPLE / name)
+def test_dump_sample_round_trip(dumps: Path, tmp_path: Path, name: str, fmt: str) -> None:
+    original = read_dataset(dumps / name)
     write_dataset(original, tmp_path / name, fmt)
     assert (tmp_path / name / f"corpus.{fmt}").is_file()
     for split in original.splits:
@@ -269,9 +274,9 @@ def test_failed_write_keeps_the_existing_dataset(tmp_path: Path, fmt: str) -> No
     assert_same(read_dataset(tmp_path / "out"), small_dataset())
 
 
-def test_write_replaces_an_existing_dataset(tmp_path: Path) -> None:
+def test_write_replaces_an_existing_dataset(dumps: Path, tmp_path: Path) -> None:
     write_dataset(small_dataset(), tmp_path / "out", "parquet")
-    dump = read_dataset(SAMPLE / "Genomics")
+    dump = read_dataset(dumps / "Genomics")
     write_dataset(dump, tmp_path / "out", "jsonl")
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
     assert not (tmp_path / "out" / "corpus.parquet").exists()

@@ -35,9 +35,9 @@ URLS = {  # the page of each dump document, as the questions' evidences locate i
 }
 
 
-def dump_sample(shared_data: Path) -> tuple[dict[str, dict], dict[str, tuple[str, set[str]]]]:
+def dump_sample(samples: Path) -> tuple[dict[str, dict], dict[str, tuple[str, set[str]]]]:
     """The dump's documents by id, and its queries: id -> (text, judged chunk ids)."""
-    folder = shared_data / "dapr-dump-sample" / "ConditionalQA"
+    folder = samples / "dapr-dump-sample" / "ConditionalQA"
     documents: dict[str, dict] = {}
     queries = {}
     for name in ("corpus", "train", "dev", "test"):
@@ -54,8 +54,8 @@ def dump_sample(shared_data: Path) -> tuple[dict[str, dict], dict[str, tuple[str
 
 
 @pytest.fixture(scope="module")
-def sample(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):
-    documents, queries = dump_sample(shared_data)
+def sample(samples: Path, tmp_path_factory: pytest.TempPathFactory):
+    documents, queries = dump_sample(samples)
     source = tmp_path_factory.mktemp("conditionalqa")
     last = max(int(i) for i in documents)
     pages = [
@@ -68,7 +68,7 @@ def sample(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):
     (source / "documents.json").write_text(json.dumps(pages), encoding="utf-8")
     questions = {}
     for name in ("train", "dev"):
-        rows = json.loads((shared_data / "conditionalqa-v1_0" / f"{name}.json").read_text())
+        rows = json.loads((samples / "conditionalqa-v1_0" / f"{name}.json").read_text())
         questions[name] = [row for row in rows if row["url"] in URLS.values()]
         (source / f"{name}.json").write_text(json.dumps(questions[name]), encoding="utf-8")
     return {
@@ -163,10 +163,10 @@ def test_queries_and_qrels_agree_with_the_dump(sample):
         assert set(qrels[qid]) == judged
 
 
-def test_the_full_question_files_give_the_papers_dev_split(shared_data: Path):
+def test_the_full_question_files_give_the_papers_dev_split(samples: Path):
     ids = {}
     for name in ("train", "dev"):
-        rows = json.loads((shared_data / "conditionalqa-v1_0" / f"{name}.json").read_text())
+        rows = json.loads((samples / "conditionalqa-v1_0" / f"{name}.json").read_text())
         ids[name] = [row["id"] for row in rows if row["evidences"]]
     assert (len(ids["train"]), len(ids["dev"])) == (2246, 271)
     dev, train = cqa.split_by_number(ids["train"], len(ids["dev"]))

@@ -14,8 +14,8 @@ from dapr.errors import DaprError, DataError
 
 
 @pytest.fixture(scope="module")
-def source(shared_data: Path) -> Path:
-    return shared_data / "covid-qa" / "covid-qa.json"
+def source(covid_qa_file: Path) -> Path:
+    return covid_qa_file
 
 
 @pytest.fixture(scope="module")

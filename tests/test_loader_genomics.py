@@ -231,6 +231,14 @@ def write_source(root: Path, shared: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
+def shared_data(shared_file) -> Path:
+    """The shared samples, with the 2007 gold standard: its judgements come from the track's
+    protected area, so tests/fixtures does not ship it (nor the rest of these tests' files)."""
+    gold = shared_file(f"{GOLD_DIR}/{GOLD}", "TREC Genomics 2007 judgements, not shipped")
+    return gold.parents[1]
+
+
+@pytest.fixture(scope="module")
 def arts(shared_data: Path) -> dict[str, Layout]:
     return {a.pmid: a for journal in layouts(shared_data).values() for a in journal}
 

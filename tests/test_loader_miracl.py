@@ -1,6 +1,6 @@
 """The MIRACL adapter, built from the real topics and qrels with a corpus made of the dump sample.
 
-The MIRACL corpus text is not in ``../shared/data``. The sample corpus written here holds every
+The MIRACL corpus text is not among the samples. The sample corpus written here holds every
 passage of the DAPR dump sample (``corpus.jsonl`` and the ``belonging_doc`` of each judged chunk,
 all complete articles) as MIRACL JSON lines. ``dapr-raw-sample/MIRACL.examples.csv`` is not used:
 its chunks are several MIRACL passages merged, so they cannot be put back under MIRACL ids.
@@ -68,12 +68,12 @@ def real_tsv(shared: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def docs(shared_data: Path) -> dict[str, dict]:
-    return dump_documents(shared_data)
+def docs(samples: Path) -> dict[str, dict]:
+    return dump_documents(samples)
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory, shared_data: Path, docs: dict[str, dict]) -> Path:
+def source(tmp_path_factory, samples: Path, docs: dict[str, dict]) -> Path:
     """Shard 0 holds the first half of the articles, shard 1 the rest; one article is split
     across the two shards and one is written in reverse passage order."""
     lines = []
@@ -84,7 +84,7 @@ def source(tmp_path_factory, shared_data: Path, docs: dict[str, dict]) -> Path:
     while article_of(lines[middle]) != article_of(lines[middle - 1]):
         middle += 1  # cut inside an article
     shards = {0: lines[:middle], 1: lines[middle:]}
-    return write_source(tmp_path_factory.mktemp("miracl"), shards, real_tsv(shared_data))
+    return write_source(tmp_path_factory.mktemp("miracl"), shards, real_tsv(samples))
 
 
 @pytest.fixture(scope="module")
@@ -106,10 +106,10 @@ def relevant(path: Path) -> dict[str, list[str]]:
 
 
 @pytest.fixture(scope="module")
-def expected(shared_data: Path, docs: dict[str, dict]) -> dict[str, dict[str, dict[str, int]]]:
+def expected(samples: Path, docs: dict[str, dict]) -> dict[str, dict[str, dict[str, int]]]:
     in_corpus = {c["id"].replace("-", "#") for d in docs.values() for c in d["chunks"]}
-    test_rel = relevant(shared_data / RAW / miracl.QRELS["dev"])
-    train_rel = relevant(shared_data / RAW / miracl.QRELS["train"])
+    test_rel = relevant(samples / RAW / miracl.QRELS["dev"])
+    train_rel = relevant(samples / RAW / miracl.QRELS["train"])
     order = list(train_rel)
     drawn = random.Random(42).sample(range(len(order)), len(test_rel))
     dev_ids = [order[i] for i in drawn]
@@ -170,9 +170,9 @@ def test_known_queries_and_judgements(built):
     assert built.splits["train"].queries["6"] == "Can you prevent traumatic brain injury?"
 
 
-def test_dump_queries_fall_in_the_same_splits(built, shared_data: Path):
+def test_dump_queries_fall_in_the_same_splits(built, samples: Path):
     for name in ("train", "dev", "test"):
-        rows = (shared_data / SAMPLE / f"{name}.jsonl").read_text().splitlines()
+        rows = (samples / SAMPLE / f"{name}.jsonl").read_text().splitlines()
         for row in map(json.loads, rows):
             qid = row["query"]["id"]
             assert built.splits[name].queries[qid] == row["query"]["text"]

@@ -33,8 +33,8 @@ TEST_QIDS = {"1101058", "1054707", "1010040"}  # the three queries of dev_v2.1.j
 
 
 @pytest.fixture(scope="module")
-def source(shared_data: Path) -> Path:
-    return shared_data / "dapr-raw-sample" / "MSMARCO"
+def source(samples: Path) -> Path:
+    return samples / "dapr-raw-sample" / "MSMARCO"
 
 
 @pytest.fixture(scope="module")
@@ -222,10 +222,10 @@ def test_written_and_read_back_identical(built: Dataset, tmp_path: Path, fmt: st
     assert back.splits == built.splits and back.notes == built.notes
 
 
-def test_ids_follow_the_reference_examples(built: Dataset, shared_data: Path):
+def test_ids_follow_the_reference_examples(built: Dataset, samples: Path):
     """The examples come from an older token-window build of other documents and queries, so
     nothing overlaps to compare; their ids follow the same doc-position scheme as ours."""
-    path = shared_data / "dapr-raw-sample" / "MSMARCO.examples.csv"
+    path = samples / "dapr-raw-sample" / "MSMARCO.examples.csv"
     with path.open(encoding="utf-8") as handle:
         examples = list(csv.DictReader(handle))
     ours = {p.doc_id for p in built.corpus.passages()}

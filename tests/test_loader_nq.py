@@ -43,9 +43,9 @@ def positives_of(row: dict) -> set[int]:
     return {texts.index(a) for a in row["long_answers"] if row["passage_types"][a] == "text"}
 
 
-def dump_sample(shared_data: Path) -> tuple[dict[str, dict], dict[str, set[str]]]:
+def dump_sample(samples: Path) -> tuple[dict[str, dict], dict[str, set[str]]]:
     """The dump's documents by title and its queries' judged positions by query text."""
-    folder = shared_data / "dapr-dump-sample" / "NaturalQuestions"
+    folder = samples / "dapr-dump-sample" / "NaturalQuestions"
     documents, judged = {}, {}
     for name in ("corpus", "train", "dev", "test"):
         for line in (folder / f"{name}.jsonl").read_text(encoding="utf-8").splitlines():
@@ -62,8 +62,8 @@ def dump_sample(shared_data: Path) -> tuple[dict[str, dict], dict[str, set[str]]
 
 
 @pytest.fixture(scope="module")
-def folder(shared_data: Path) -> Path:
-    return shared_data / "dapr-raw-sample" / "NaturalQuestions"
+def folder(samples: Path) -> Path:
+    return samples / "dapr-raw-sample" / "NaturalQuestions"
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +93,8 @@ def test_documents_are_the_first_record_of_each_title(folder: Path, built):
         ]
 
 
-def test_passages_equal_the_dump(shared_data: Path, built):
-    dump, _ = dump_sample(shared_data)
+def test_passages_equal_the_dump(samples: Path, built):
+    dump, _ = dump_sample(samples)
     compared = 0
     for document in built.corpus:
         if document.title in dump:
@@ -138,8 +138,8 @@ def test_splits_follow_the_reference_rule(folder: Path, built):
     assert built.notes == ()
 
 
-def test_qrels_agree_with_the_dump(shared_data: Path, built):
-    _, judged = dump_sample(shared_data)
+def test_qrels_agree_with_the_dump(samples: Path, built):
+    _, judged = dump_sample(samples)
     compared = 0
     for split in built.splits.values():
         for qid, text in split.queries.items():

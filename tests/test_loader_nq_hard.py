@@ -28,8 +28,8 @@ EXPECTED_QRELS = {"dev-0": {"dev-0-1": 1}, "dev-2": {"dev-2-0": 1}}
 
 
 @pytest.fixture(scope="module")
-def nq_sample(shared_data: Path):
-    return nq.adapter.build(shared_data / "dapr-raw-sample" / "NaturalQuestions")
+def nq_sample(samples: Path):
+    return nq.adapter.build(samples / "dapr-raw-sample" / "NaturalQuestions")
 
 
 @pytest.fixture(scope="module")

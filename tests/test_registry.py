@@ -58,13 +58,13 @@ def installed_plugin(tmp_path, monkeypatch):
 
 
 def test_entry_point_plugin_is_listed_and_runs_in_an_experiment(
-    installed_plugin, shared_data, tmp_path, capsys
+    installed_plugin, samples, tmp_path, capsys
 ):
     assert "overlap" in registry.retrievers.names()
     assert isinstance(registry.retrievers.get("overlap")(), Retriever)
     experiment = tmp_path / "plugin.yaml"
     experiment.write_text(
-        f"dataset: {shared_data / 'dapr-dump-sample' / 'NaturalQuestions'}\n"
+        f"dataset: {samples / 'dapr-dump-sample' / 'NaturalQuestions'}\n"
         "split: test\n"
         "retrievers:\n"
         "  overlap: {name: overlap, args: {lowercase: true}}\n"

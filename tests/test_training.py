@@ -340,12 +340,10 @@ def test_the_card_counts_the_rows_left_out_for_too_few_negatives(tiny_encoder, t
 
 
 @pytest.mark.parametrize("name", ["NaturalQuestions", "MIRACL", "ConditionalQA"])
-def test_the_shared_samples_train_splits_give_examples_with_same_document_negatives(
-    shared_data, name
-):
+def test_the_shared_samples_train_splits_give_examples_with_same_document_negatives(samples, name):
     from dapr.datasets.dump import read_dump
 
-    dataset = read_dump(shared_data / "dapr-dump-sample" / name)
+    dataset = read_dump(samples / "dapr-dump-sample" / name)
     split = dataset.split("train")
     texts = {p.id: p.text for d in dataset.corpus for p in d.passages if p.is_candidate}
     rows = examples(split.queries, split.qrels, texts, dataset.corpus, same_document=1)
@@ -566,17 +564,14 @@ retrievers:
 
 
 def test_a_model_trains_on_several_sources_and_its_card_names_them(
-    tiny_encoder, shared_data, tmp_path, capsys
+    tiny_encoder, covid_qa_file, xquad_en, tmp_path, capsys
 ):
     from dapr.datasets import load_dataset
     from dapr.experiment.config import load
     from dapr.experiment.spec import Experiment, RetrieverSpec
     from dapr.experiment.train_sources import DOCUMENTS_FILE, overlap_warnings
 
-    covid, xquad = (
-        shared_data / "covid-qa" / "covid-qa.json",
-        shared_data / "xquad" / "xquad.en.json",
-    )
+    covid, xquad = covid_qa_file, xquad_en
     file = tmp_path / "mixed.yaml"
     file.write_text(MIXED.format(model=tiny_encoder, covid=covid, xquad=xquad))
     assert main(["train", str(file)]) == 0
