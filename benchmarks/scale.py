@@ -16,11 +16,13 @@ steps before it, as a rerun does:
 - fuse: the cached runs loaded, fused by ``convex`` (alpha 0.2) and evaluated.
 
 ``--whole`` also runs the complete experiment in one process from an empty cache, as ``dapr
-run`` does. Prints a markdown table: the runner's own step seconds, the process's wall time,
-its peak RSS (``VmHWM``) and peak anonymous memory (``RssAnon``, sampled), and the total.
+run`` does. ``--index-memory SIZE`` (e.g. ``200MB``) gives the BM25 steps their working memory
+(the retriever's ``index_memory``; it changes no cache key). Prints a markdown table: the
+runner's own step seconds, the process's wall time, its peak RSS (``VmHWM``) and peak anonymous
+memory (``RssAnon``, sampled), and the total.
 
     python benchmarks/scale.py [--passages 2700000 --documents 108000 --queries 1000 --seed 0]
-                               [--workdir DIR] [--keep] [--whole]
+                               [--index-memory SIZE] [--workdir DIR] [--keep] [--whole]
 """
 
 from __future__ import annotations
@@ -175,16 +177,19 @@ COMPUTED = {
 }
 
 
-def write_experiment(folder: Path, name: str, dataset: Path) -> Path:
-    """The experiment file of one step (JSON is YAML)."""
+def write_experiment(
+    folder: Path, name: str, dataset: Path, index_memory: str | None = None
+) -> Path:
+    """The experiment file of one step (JSON is YAML); ``index_memory`` the BM25 budget."""
     split, systems, fused = STEPS.get(name, ("test", tuple(RETRIEVERS), True))
+    budget = {"args": {"index_memory": index_memory}} if index_memory else {}
     experiment = {
         "name": f"scale-{name.replace(' ', '-')}",
         "dataset": str(dataset),
         "split": split,
         "depth": 1000,
         "metrics": ["nDCG@10", "R@100", "MRR@10"],
-        "retrievers": {system: RETRIEVERS[system] for system in systems},
+        "retrievers": {system: {**RETRIEVERS[system], **budget} for system in systems},
     }
     if fused:
         experiment["fusion"] = FUSION
@@ -256,7 +261,8 @@ def report(args: argparse.Namespace, results: dict[str, dict[str, Any]], written
     lines = [
         f"{read['passages']:,} passages in {read['documents']:,} documents, {args.queries:,} "
         f"queries, top 1,000; {len(os.sched_getaffinity(0))} cores; corpus written in "
-        f"{written:,.0f} s; every step a fresh process reusing the cache of the steps above\n",
+        f"{written:,.0f} s; BM25 index memory {args.index_memory or 'default'}; every step a "
+        "fresh process reusing the cache of the steps above\n",
         "| step | runner steps, seconds | process seconds | peak RSS MB | peak anonymous MB |",
         "| --- | --- | ---: | ---: | ---: |",
         *(row(name, result) for name, result in results.items()),
@@ -282,6 +288,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--documents", type=int, default=108_000)
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--index-memory", help="working memory of the BM25 index steps, e.g. 1GB or 200MB"
+    )
     parser.add_argument(
         "--workdir", type=Path, help="keep the generated corpus here and reuse it between runs"
     )
@@ -314,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
             os.environ["DAPR_HOME"] = str(home)
             spec = {"step": name, "dataset": str(dataset)}
             if name != "read":
-                spec["experiment"] = str(write_experiment(root, name, dataset))
+                experiment = write_experiment(root, name, dataset, args.index_memory)
+                spec["experiment"] = str(experiment)
             results[name] = run_child(__file__, spec)
             check(name, results[name])
             print(f"  {name}: {json.dumps(results[name])}", file=sys.stderr)

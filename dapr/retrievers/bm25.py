@@ -1,13 +1,15 @@
 """BM25 as Lucene (and Pyserini, the DAPR reference) computes it, on bm25s or on Lucene itself.
 
 ``backend="bm25s"`` (the default) computes the weights of Lucene's ``BM25Similarity`` itself
-(:func:`lucene_weights`, in Lucene's float32 arithmetic): idf = ln(1 + (n - df + 0.5) / (df +
+(:class:`LuceneWeights`, in Lucene's float32 arithmetic): idf = ln(1 + (n - df + 0.5) / (df +
 0.5)), term weight tf / (tf + k1 (1 - b + b |d| / avgdl)), k1=0.9, b=0.4, with the document length
 |d| kept in one byte as Lucene keeps it (:func:`lucene_lengths`: exact below 24, then 4
 significant bits), and hands them to bm25s, which stores them and sums them per query. Items
 tied on score rank by id, as Anserini ranks them. English text is analysed as Lucene's English
 analyzer does, re-implemented in :mod:`dapr.retrievers.support.english` so both backends index the
-same terms.
+same terms. The bm25s index is built in bounded memory (``index_memory``): postings and ids wait
+on disk as they stream in, and the score matrix is written a range of terms at a time
+(:mod:`dapr.retrievers.support.spill`), the same files, byte for byte, at any budget.
 
 Chinese (``language="zh"``), written without spaces, is segmented with jieba's search-engine mode
 (:func:`jieba.lcut_for_search`): besides each word it emits the dictionary words inside long
@@ -29,7 +31,6 @@ import json
 import logging
 import sys
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -40,7 +41,8 @@ from dapr.errors import DaprError, check_choice
 from dapr.ranges import Range
 from dapr.retrievers.support.cores import cores
 from dapr.retrievers.support.english import english_batch, process_analyzer
-from dapr.retrievers.support.postings import Postings, stream_postings
+from dapr.retrievers.support.postings import stream_postings
+from dapr.retrievers.support.spill import MEMORY, Spill, parse_size
 
 if TYPE_CHECKING:
     from dapr.retrievers.support.lucene import LuceneSearcher
@@ -140,57 +142,29 @@ def lucene_lengths(lengths: np.ndarray) -> np.ndarray:
     return np.where(lengths < 24, lengths, 24 + ((rest >> shift) << shift))
 
 
-def lucene_weights(
-    chunks: list[Postings],
-    lengths: np.ndarray,
-    terms: int,
-    k1: float,
-    b: float,
-    rank: np.ndarray | None = None,
-) -> dict[str, Any]:
-    """bm25s' score matrix (one column of documents and weights per term) with the weights of
-    Lucene's ``BM25Similarity``, in its float32 arithmetic: idf = ln(1 + (n - df + 0.5) / (df +
-    0.5)) and idf - idf / (1 + tf / (k1 (1 - b + b |d| / avgdl))), where n and avgdl count the
-    documents with at least one term and |d| is the one-byte length (:func:`lucene_lengths`).
+class LuceneWeights:
+    """The weights of Lucene's ``BM25Similarity`` for bm25s' score matrix, in its float32
+    arithmetic: idf = ln(1 + (n - df + 0.5) / (df + 0.5)) and idf - idf / (1 + tf / (k1 (1 - b +
+    b |d| / avgdl))), where n and avgdl count the documents with at least one term and |d| is the
+    one-byte length (:func:`lucene_lengths`). ``df`` is every term's document frequency,
+    ``lengths`` every document's number of terms; called with postings (each one's term,
+    document and term frequency), it gives their weights."""
 
-    ``chunks`` are the :func:`~dapr.retrievers.support.postings.postings` of consecutive runs of
-    documents, written into the matrix on every core, then emptied; ``lengths`` every
-    document's number of terms; ``terms`` the size of the vocabulary; ``rank`` the matrix row
-    of each document (by default its position)."""
-    documents = len(lengths)
-    rank = np.arange(documents) if rank is None else rank
-    df = np.zeros(terms, dtype=np.int64)
-    for chunk in chunks:
-        df[chunk.terms] += chunk.counts
-    counted = max(int(np.count_nonzero(lengths)), 1)
-    idf = np.log(1 + (counted - df + 0.5) / (df + 0.5)).astype(np.float32)
-    avgdl = np.float32(max(int(lengths.sum()), 1) / counted)
-    k1_32, b_32, one = np.float32(k1), np.float32(b), np.float32(1)
-    inverse = one / (
-        k1_32 * ((one - b_32) + b_32 * lucene_lengths(lengths).astype(np.float32) / avgdl)
-    )
-    indptr = np.zeros(terms + 1, dtype=np.int64)
-    np.cumsum(df, out=indptr[1:])
-    free = indptr[:-1].copy()  # where each term's next posting goes
-    firsts = []  # per chunk, where each of its terms' postings go
-    for chunk in chunks:
-        firsts.append(free[chunk.terms])
-        free[chunk.terms] += chunk.counts
-    indices = np.empty(indptr[-1], dtype=np.int32)
-    data = np.empty(indptr[-1], dtype=np.float32)
+    def __init__(self, df: np.ndarray, lengths: np.ndarray, k1: float, b: float) -> None:
+        counted = max(int(np.count_nonzero(lengths)), 1)
+        self.idf = np.log(1 + (counted - df + 0.5) / (df + 0.5)).astype(np.float32)
+        avgdl = np.float32(max(int(lengths.sum(dtype=np.int64)), 1) / counted)
+        k1_32, b_32, one = np.float32(k1), np.float32(b), np.float32(1)
+        self.inverse = np.empty(len(lengths), dtype=np.float32)
+        for start in range(0, len(lengths), 1 << 16):  # a block at a time: no int64 copy of all
+            part = lucene_lengths(lengths[start : start + (1 << 16)]).astype(np.float32)
+            self.inverse[start : start + len(part)] = one / (
+                k1_32 * ((one - b_32) + b_32 * part / avgdl)
+            )
 
-    def place(chunk: Postings, first: np.ndarray) -> None:
-        starts = np.cumsum(chunk.counts) - chunk.counts
-        at = np.repeat(first - starts, chunk.counts) + np.arange(int(chunk.counts.sum()))
-        doc = chunk.docs.astype(np.int64) + chunk.first
-        weight = np.repeat(idf[chunk.terms], chunk.counts)
-        indices[at] = rank[doc]
-        data[at] = weight - weight / (one + chunk.tf.astype(np.float32) * inverse[doc])
-
-    with ThreadPoolExecutor(max_workers=cores()) as threads:  # chunks fill disjoint places
-        list(threads.map(place, chunks, firsts))
-    chunks.clear()
-    return {"data": data, "indices": indices, "indptr": indptr, "num_docs": documents}
+    def __call__(self, terms: np.ndarray, docs: np.ndarray, tf: np.ndarray) -> np.ndarray:
+        weight = self.idf[terms]
+        return weight - weight / (np.float32(1) + tf.astype(np.float32) * self.inverse[docs])
 
 
 # --- the retriever ---------------------------------------------------------------------------
@@ -199,9 +173,19 @@ def lucene_weights(
 class BM25:
     """Lucene's BM25 variant (k1=0.9, b=0.4 by default) over Lucene's English analysis, or for
     ``language="zh"`` jieba's segmentation (see the module), on ``backend`` bm25s or pyserini
-    (Lucene itself; ``java_heap`` bounds its JVM). ``threads`` (0: every core) index and search
-    with Lucene; the bm25s backend runs on one core and searches its saved score matrix
-    memory-mapped, reading the columns of the query terms on demand."""
+    (Lucene itself; ``java_heap`` bounds its JVM, ``index_memory`` a bm25s build). ``threads``
+    (0: every core) index and search with Lucene; the bm25s backend runs on one core and searches
+    its saved score matrix memory-mapped, reading the columns of the query terms on demand.
+
+    :param k1: Term-frequency saturation: how much repeated query terms add.
+    :param b: Document-length normalisation, from none (0) to full (1).
+    :param threads: Cores that tokenize and index (and with pyserini search); 0: every core.
+    :param language: ``en`` (Lucene's English analysis) or ``zh`` (jieba's segmentation).
+    :param backend: ``bm25s`` (pure Python) or ``pyserini`` (Lucene, needs Java).
+    :param java_heap: The JVM's maximum heap for pyserini, e.g. ``2g`` or ``512m``.
+    :param index_memory: Working memory of a bm25s index build, e.g. ``1GB`` (the default) or
+        ``200MB``: past it, postings and ids wait on disk; the index is the same, byte for byte.
+    """
 
     version = "2"
 
@@ -213,9 +197,12 @@ class BM25:
         language: str = "en",
         backend: str = "bm25s",
         java_heap: str = "2g",
+        index_memory: int | str = MEMORY,
     ) -> None:
         check_choice("retriever 'bm25'", "language", language, LANGUAGES)
         check_choice("retriever 'bm25'", "backend", backend, BACKENDS)
+        self._memory = parse_size(index_memory, "retriever 'bm25': index_memory")
+        self.index_memory = index_memory
         self.k1 = k1
         self.b = b
         self.threads = threads
@@ -224,6 +211,7 @@ class BM25:
         self.java_heap = java_heap
         self._model: Any = None  # a bm25s.BM25 once loaded
         self._ids: np.ndarray | None = None
+        self._ids_file: Path | None = None  # read on first use after index()
         self._lucene: LuceneSearcher | None = None
 
     def identity(self) -> dict[str, Any]:
@@ -248,46 +236,39 @@ class BM25:
             self.load(store)
             return
         bm25s, _ = _require_bm25s()
-        ids: list[str] = []
-        chunks, lengths, vocab = self._postings(items, ids)
-        vocab[""] = len(vocab)  # bm25s' empty term, for queries with no known term
-        order = np.argsort(np.array(ids, dtype=object), kind="stable")
-        rank = np.empty(len(ids), dtype=np.int64)
-        rank[order] = np.arange(len(ids))  # items by id: ties rank by id, as in Anserini
-        ids = [ids[i] for i in order]
-        model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
-        model.scores = lucene_weights(chunks, lengths, len(vocab), self.k1, self.b, rank)
-        model.vocab_dict = vocab
-        model.unique_token_ids_set = set(vocab.values())
-        model.nonoccurrence_array = None
         store.mkdir(parents=True, exist_ok=True)
-        model.save(str(store / "bm25s"), show_progress=False)
-        del model  # searched from the saved matrix, memory-mapped as load() maps it
-        (store / "ids.json").write_text(json.dumps(ids))
+        with Spill(store, self._memory) as spill:  # postings and ids on disk, then the matrix
+            vocab = self._postings(items, spill)
+            vocab[""] = len(vocab)  # bm25s' empty term, for queries with no known term
+            rank = spill.write_ids(store / "ids.json")  # sorted: ties rank by id, as in Anserini
+            weights = LuceneWeights(spill.df(len(vocab)), spill.lengths(), self.k1, self.b)
+            model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
+            model.vocab_dict = vocab
+            model.nonoccurrence_array = None
+            empty = {"data": np.zeros(0, np.float32), "indices": np.zeros(0, np.int32)}
+            model.scores = {**empty, "indptr": np.zeros(1, np.int64), "num_docs": spill.documents}
+            # bm25s writes its vocabulary and parameters, then the matrix is written over its
+            # empty arrays, a range of terms at a time
+            model.save(str(store / "bm25s"), show_progress=False)
+            del model
+            spill.write_matrix(store / "bm25s", len(vocab), weights, rank)
         if self.language != "en":
             (store / _LANGUAGE_FILE).write_text(json.dumps({"language": self.language}))
+        self._model = self._ids = None
         self._model = bm25s.BM25.load(str(store / "bm25s"), mmap=True, show_progress=False)
-        self._ids = np.array(ids, dtype=object)
+        self._ids_file = store / "ids.json"  # read by the first search: the build holds no ids
 
-    def _postings(
-        self, items: Iterable[tuple[str, str]], ids: list[str]
-    ) -> tuple[list[Postings], np.ndarray, dict[str, int]]:
-        """The postings of the items, a batch of texts at a time, every item's number of terms,
-        and the vocabulary (term -> id); the item ids are appended to ``ids``. Texts are
-        tokenized on every core when there are enough of them
+    def _postings(self, items: Iterable[tuple[str, str]], spill: Spill) -> dict[str, int]:
+        """The items' postings, a batch of texts at a time, added to ``spill``; the vocabulary
+        (term -> id). Texts are tokenized on every core when there are enough of them
         (:mod:`~dapr.retrievers.support.postings`)."""
         tokenize = english_batch if self.language == "en" else chinese_batch
         if self.language == "zh":
             _require_jieba()  # named before any worker starts
         vocab: dict[str, int] = {}
-        chunks: list[Postings] = []
-        lengths: list[np.ndarray] = []
         for batch_ids, batch, counts in stream_postings(items, tokenize, vocab, self._cores()):
-            ids.extend(batch_ids)
-            chunks.append(batch)
-            lengths.append(counts)
-        every = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
-        return chunks, every.astype(np.int64), vocab
+            spill.add(batch_ids, batch, counts)
+        return vocab
 
     def load(self, store: Path) -> None:
         from dapr.retrievers.support import lucene
@@ -313,6 +294,15 @@ class BM25:
         self._model = self._ids = None  # before the new index arrives, not after
         self._model = bm25s.BM25.load(str(store / "bm25s"), mmap=True, show_progress=False)
         self._ids = np.array(json.loads((store / "ids.json").read_text()), dtype=object)
+        self._ids_file = None
+
+    def _searchable(self, method: str) -> np.ndarray:
+        """The items' ids (read now if index() left them on disk); an error before any index."""
+        if self._ids is None and self._ids_file is not None:
+            self._ids = np.array(json.loads(self._ids_file.read_text()), dtype=object)
+        if self._model is None or self._ids is None:
+            raise RuntimeError(f"BM25.{method} called before index() or load()")
+        return self._ids
 
     def _check_language(self, store: Path, indexed: str) -> None:
         if indexed != self.language:
@@ -324,12 +314,11 @@ class BM25:
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         if self._lucene is not None:
             return self._lucene.search(queries, k, self._cores())
-        if self._model is None or self._ids is None:
-            raise RuntimeError("BM25.search called before index() or load()")
+        ids = self._searchable("search")
         qids = list(queries)
         found = [self._top(terms, k) for terms in self._tokenize([queries[q] for q in qids])]
         items, scores = zip(*found) if found else ((), ())
-        return Run.from_lists(qids, list(items), list(scores), self._ids)
+        return Run.from_lists(qids, list(items), list(scores), ids)
 
     def score(self, queries: Mapping[str, str], candidates: Run) -> Run:
         """The items of ``candidates`` (its scores ignored) ranked for each of its queries that
@@ -339,11 +328,10 @@ class BM25:
         Lucene the query runs with a filter on the candidates' ids."""
         if self._lucene is not None:
             return lucene_scores(self._lucene, queries, candidates)
-        if self._model is None or self._ids is None:
-            raise RuntimeError("BM25.score called before index() or load()")
+        ids = self._searchable("score")
         from dapr.retrievers.support.index_rows import candidate_rows
 
-        qids, rows = candidate_rows(queries, candidates, self._ids)
+        qids, rows = candidate_rows(queries, candidates, ids)
         texts = [queries[q] for q, found in zip(qids, rows) if len(found)]
         terms = iter(self._tokenize(texts))
         scores = []
@@ -351,7 +339,7 @@ class BM25:
             query = next(terms) if len(found) else []
             every = self._model.get_scores(query) if query else None
             scores.append(np.zeros(len(found)) if every is None else every[found])
-        return Run.from_lists(qids, rows, scores, self._ids)
+        return Run.from_lists(qids, rows, scores, ids)
 
     def _top(self, terms: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best items sharing a term with the query (by score, then id, as Lucene
