@@ -6,19 +6,18 @@ optional ability is a Protocol of its own, and dapr asks for it with ``isinstanc
 component or on its class: a runtime-checkable Protocol checks that the attributes exist), never
 by probing attributes one by one.
 
-===================  ==========================================================================
-role                 abilities it may add
-===================  ==========================================================================
-Retriever            ScopedRetriever (scores given candidates), Resumable (continues an
-                     interrupted index), Identified (cache identity), HasPresets, Versioned
-Reranker             BoundedReranker (re-scores the first ``top_k`` only), Identified, Versioned
-Contextualizer       BatchContextualizer (a batched model), Parallel (worth worker processes),
-                     Identified, Versioned
-Fuser                PassageFuser (a hybrid of two passage runs), ScopingFuser (hierarchical),
-                     Described (how tables name it)
-DatasetAdapter       -
-Measure              - (see :mod:`dapr.evaluation.metrics`)
-===================  ==========================================================================
+Each role, and the abilities it may add:
+
+- Retriever: ScopedRetriever (scores given candidates), Resumable (continues an interrupted
+  index), DocumentIndexer (indexes whole documents), Identified (cache identity), HasPresets,
+  Versioned
+- Reranker: BoundedReranker (re-scores the first ``top_k`` only), Identified, Versioned
+- Contextualizer: BatchContextualizer (a batched model), Parallel (worth worker processes),
+  NamesModels (the models it loads), Identified, Versioned
+- Fuser: PassageFuser (a hybrid of two passage runs), ScopingFuser (hierarchical), Described
+  (how tables name it)
+- DatasetAdapter: none
+- Measure: none (see :mod:`dapr.evaluation.metrics`)
 """
 
 from __future__ import annotations
@@ -129,10 +128,32 @@ class Resumable(Protocol):
 
 
 @runtime_checkable
+class DocumentIndexer(Protocol):
+    """``by_document`` true: a passage-level index is built with :meth:`index_documents`, whose
+    vectors depend on the rest of each document (late chunking), instead of ``index``."""
+
+    by_document: bool
+
+    def index_documents(
+        self, documents: Iterable[Sequence[tuple[str, str, bool]]], store: Path
+    ) -> None:
+        """Like ``index``, given whole documents: each its passages' ``(id, text,
+        is_candidate)`` in order (texts contextualized); the candidates are the items."""
+
+
+@runtime_checkable
 class HasPresets(Protocol):
     """Named settings selected with the keyword argument ``preset``."""
 
     presets: Mapping[str, Preset]
+
+
+@runtime_checkable
+class NamesModels(Protocol):
+    """Says which models it loads with ``args`` (checked and fetched ahead by ``dapr check``
+    and ``dapr fetch``), where its ``*model`` arguments do not show them all."""
+
+    def models_needed(self, args: Mapping[str, Any]) -> list[str]: ...
 
 
 @runtime_checkable

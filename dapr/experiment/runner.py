@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -26,8 +26,16 @@ from dapr.experiment.progress import Progress
 from dapr.experiment.spec import Experiment, FusionSpec, RetrieverSpec
 from dapr.experiment.train_sources import warn_if_trained_on
 from dapr.experiment.training import train_models
-from dapr.interfaces import BoundedReranker, Described, Resumable, ScopingFuser
+from dapr.interfaces import (
+    BoundedReranker,
+    Described,
+    DocumentIndexer,
+    Resumable,
+    ScopingFuser,
+)
 from dapr.store.cache import Cache, content_key
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -124,7 +132,7 @@ class Runner:
         run_key = plan.search_key(index_key, made.factory, queries, self.experiment.depth)
         outcome.keys[system] = run_key
 
-        def open_index():
+        def open_index() -> Any:
             started = time.perf_counter()
             with self.cache.lock("indexes", index_key):
                 if self.cache.valid("indexes", index_key):
@@ -133,12 +141,18 @@ class Runner:
                     self._recorded_cost(outcome, system, chain)
                 else:
                     since = self.progress.started("index", system, spec.level + "s")
-                    items = _counted(self._items(outcome, spec.level, chain, system))
                     resume = isinstance(component, Resumable) and component.resumable
                     with self.cache.writing("indexes", index_key, resume) as store:
-                        component.index(items, store)
+                        if spec.level == "passage" and _by_document(component):
+                            whole = _counted(_whole(self._pairs(outcome, chain, system)), _size)
+                            component.index_documents(whole, store)
+                            count = whole.count
+                        else:
+                            items = _counted(self._items(outcome, spec.level, chain, system))
+                            component.index(items, store)
+                            count = items.count
                     status = "computed"
-                    self.progress.finished("index", system, since, f"{items.count:,} items")
+                    self.progress.finished("index", system, since, f"{count:,} items")
                 component.load(self.cache.path("indexes", index_key))
             outcome.steps.append(Step("index", system, status, time.perf_counter() - started))
             self._open[system] = lambda: component
@@ -162,7 +176,7 @@ class Runner:
         outcome: Outcome,
         system: str,
         spec: RetrieverSpec,
-        reranker,
+        reranker: Any,
         chain: Chain | None,
         made_by: tuple,
         queries: Queries,
@@ -193,24 +207,26 @@ class Runner:
     ) -> Iterator[tuple[str, str]]:
         """The ``(id, text)`` pairs a retriever indexes: candidate passages (contextualized by
         ``chain``, cached per document) or whole documents; a chain's cost is recorded."""
-        dataset = outcome.dataset
-        documents = tqdm(
-            dataset.corpus, desc=f"{system}: reading documents", unit=" docs", delay=1, disable=None
-        )
         if level == "document":
-            for document in documents:
+            for document in _reading(outcome.dataset, system):
                 yield document.id, document.text
             return
-        pairs: Iterator[tuple[Document, list[str]]]
+        yield from _candidates(self._pairs(outcome, chain, system))
+
+    def _pairs(
+        self, outcome: Outcome, chain: Chain | None, system: str
+    ) -> Iterator[tuple[Document, list[str]]]:
+        """Every document with its passages' texts, contextualized by ``chain`` (cached per
+        document; its cost recorded)."""
+        dataset = outcome.dataset
+        documents = _reading(dataset, system)
         if chain is None:
-            pairs = ((d, [p.text for p in d.passages]) for d in documents)
-            yield from _candidates(pairs)
+            yield from ((d, [p.text for p in d.passages]) for d in documents)
             return
         cost = outcome.costs[system] = Cost(chain.label)
         # one run at a time fills a chain's stores; another waits, then reads what it stored
         with self.cache.lock("contexts", content_key(chain.identity())):
-            pairs = contextualize_corpus(documents, chain, self.cache.root, cost, self.workers)
-            yield from _candidates(pairs)
+            yield from contextualize_corpus(documents, chain, self.cache.root, cost, self.workers)
             record_cost(self.cache.root, chain, dataset.corpus.fingerprint, cost)
 
     def passage_texts(
@@ -290,16 +306,39 @@ class Runner:
         return run
 
 
-class _counted:
-    """An iterator that counts what it yields (the items an index took)."""
+class _counted(Generic[T]):
+    """An iterator that counts what it yields (the items an index took): ``size`` of each."""
 
-    def __init__(self, items: Iterator[tuple[str, str]]):
-        self.items, self.count = items, 0
+    def __init__(self, items: Iterator[T], size: Callable[[T], int] = lambda _: 1):
+        self.items, self.size, self.count = items, size, 0
 
-    def __iter__(self) -> Iterator[tuple[str, str]]:
+    def __iter__(self) -> Iterator[T]:
         for item in self.items:
-            self.count += 1
+            self.count += self.size(item)
             yield item
+
+
+def _reading(dataset: Dataset, system: str) -> Iterable[Document]:
+    """The dataset's documents, with a progress bar."""
+    return tqdm(
+        dataset.corpus, desc=f"{system}: reading documents", unit=" docs", delay=1, disable=None
+    )
+
+
+def _by_document(component: object) -> bool:
+    """Whether ``component`` indexes passages from whole documents (:class:`DocumentIndexer`)."""
+    return isinstance(component, DocumentIndexer) and component.by_document
+
+
+def _whole(pairs: Iterator[tuple[Document, list[str]]]) -> Iterator[list[tuple[str, str, bool]]]:
+    """Each document's passages as ``(id, text, is_candidate)``, in order."""
+    for document, texts in pairs:
+        yield [(p.id, t, p.is_candidate) for p, t in zip(document.passages, texts, strict=True)]
+
+
+def _size(passages: list[tuple[str, str, bool]]) -> int:
+    """The candidate passages (the items) of a document."""
+    return sum(candidate for _, _, candidate in passages)
 
 
 def _candidates(pairs: Iterator[tuple[Document, list[str]]]) -> Iterator[tuple[str, str]]:

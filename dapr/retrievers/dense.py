@@ -15,7 +15,8 @@ from __future__ import annotations
 import io
 import json
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -37,6 +38,15 @@ from dapr.retrievers.support.batches import (
     plan_identity,
 )
 from dapr.retrievers.support.encoding import encode_into, gpus
+from dapr.retrievers.support.late_chunking import (
+    check_late,
+    document_key,
+    frame_of,
+    late_identity,
+    packed,
+    shard_vectors,
+    window_outputs,
+)
 from dapr.retrievers.support.presets import paper_fusion
 from dapr.retrievers.support.query_vectors import SHARED
 
@@ -79,20 +89,37 @@ class Dense:
     """A bi-encoder: one ``model`` for both sides, or a ``query_model`` and a ``document_model``
     (DRAGON+ style). Pooling and similarity are the model's own unless overridden.
 
-    ``batch_size``, ``block_size`` (items scored at once), ``query_batch`` (queries scored at
-    once), ``device``, ``devices`` (a list encodes with one process per device; by default
-    every GPU when there are several) and ``shard_size`` (items a shard file holds: the unit of
-    resuming and of Ray encoding) change speed and memory, never the results. ``backend``
-    (``torch``, ``onnx``, ``openvino``) and ``quantize`` (``int8`` for onnx, ``bf16`` for
-    openvino) run the model on another CPU runtime (:mod:`~dapr.retrievers.support.backends`):
-    faster, slightly different.
+    The batch, block, shard and device settings change speed and memory, never the results;
+    another ``backend`` is faster and slightly different. On CUDA, search runs on the GPU with
+    the CPU path's results, and the padded batch plan's batch and shard sizes key the index.
 
-    On CUDA, search runs on the GPU (``search_device``: ``cpu``, a device or a list of them;
-    ``search_memory``: the share of each GPU's memory it may use; see
-    :mod:`~dapr.retrievers.support.device_search`) with the CPU path's results, and documents
-    are encoded with the padded batch plan (``batching``: ``auto``, ``exact`` or ``padded``; see
-    :func:`~dapr.retrievers.support.batches.encode_padded`), whose batch and shard sizes then
-    key the index. ``precision`` (``fp32``, ``bf16``, ``fp16``) converts the model's weights.
+    :param model: The sentence-transformers model for both sides: a hub id or a local folder.
+    :param query_model: The model that encodes queries, in place of ``model``.
+    :param document_model: The model that encodes passages or documents, in place of ``model``.
+    :param pooling: A pooling mode (``cls``, ``mean``, ``max``...) in place of the model's own.
+    :param similarity: ``cosine``, ``dot``, ``euclidean`` or ``manhattan``, for the model's own.
+    :param max_length: Tokens kept of each text (None: the model's own limit).
+    :param revision: The hub revision (commit, branch or tag) of the models to load.
+    :param trust_remote_code: Run the code the model's hub repository ships (Jina v2 needs it).
+    :param batch_size: Texts encoded per forward pass.
+    :param block_size: Items scored at once in search.
+    :param query_batch: Queries scored at once in search.
+    :param device: The device that encodes (``cpu``, ``cuda:0``...); None: a GPU if there is one.
+    :param devices: Devices that encode together, one process each (None: every GPU if several).
+    :param shard_size: Items a shard file holds: the unit of resuming and of Ray encoding.
+    :param backend: The runtime the model runs on: ``torch``, ``onnx`` or ``openvino``.
+    :param quantize: ``int8`` (onnx) or ``bf16`` (openvino) weights; None: as stored.
+    :param search_device: Where exact search runs: ``cpu``, a device or a list (None: the
+        encoder's GPU, or every GPU when no device was named; the CPU without one).
+    :param search_memory: The share of each GPU's memory search may use.
+    :param batching: ``exact``, ``padded`` or ``auto`` (``padded`` on CUDA with torch): how
+        documents are batched for encoding.
+    :param precision: The weights converted to ``fp32``, ``bf16`` or ``fp16`` (torch only).
+    :param encoding: ``passage`` (each passage alone) or ``late``: late chunking, each passage
+        mean-pooled from its document's encoding (:mod:`~dapr.retrievers.support.late_chunking`;
+        mean-pooled models only).
+    :param late_window: Tokens per window of a late-chunked document (None: the model's limit).
+    :param late_overlap: Tokens consecutive windows share (None: a quarter of a window).
     """
 
     version = "3"
@@ -124,6 +151,9 @@ class Dense:
         search_memory: Annotated[float, Range(0, 1, min_open=True)] = 0.5,
         batching: str = "auto",
         precision: str = "fp32",
+        encoding: str = "passage",
+        late_window: Annotated[int | None, Range(3)] = None,
+        late_overlap: Annotated[int | None, Range(0)] = None,
     ) -> None:
         check_backend(backend, quantize)
         check_batching(batching, "dense")
@@ -139,6 +169,8 @@ class Dense:
             raise DaprError(f"backend {backend}: give a sentence-transformers model, not pooling")
         self.query_name = query_model or model
         self.document_name = document_model or model
+        check_late(encoding, late_window, late_overlap, backend, self.document_name, pooling)
+        self.encoding, self.late_window, self.late_overlap = encoding, late_window, late_overlap
         self.pooling = pooling
         self.similarity = similarity
         self.max_length = max_length
@@ -174,7 +206,13 @@ class Dense:
             }
             | backend_identity(self.backend, self.quantize)
             | self._plan_identity()
+            | late_identity(self.encoding, self.late_window, self.late_overlap)
         )
+
+    @property
+    def by_document(self) -> bool:
+        """Late chunking indexes passages from whole documents (:meth:`index_documents`)."""
+        return self.encoding == "late"
 
     def _plan_identity(self) -> dict[str, Any]:
         """What else decides the embeddings: the precision when not fp32, and with the padded
@@ -226,20 +264,39 @@ class Dense:
         return self._models[name]
 
     def index(self, items: Iterable[tuple[str, str]], store: Path) -> None:
+        if self.by_document:  # late chunking: each item a document of its own
+            self.index_documents(([(i, text, True)] for i, text in items), store)
+            return
         encode_into(self, self._model(self.document_name), items, store, ".npy")
+        self.load(store)
+
+    def index_documents(
+        self, documents: Iterable[Sequence[tuple[str, str, bool]]], store: Path
+    ) -> None:
+        """Late chunking: the candidate passages of ``documents`` (each its passages' ``(id,
+        text, is_candidate)``), every shard holding whole documents."""
+        model = self._model(self.document_name)
+        frame_of(model, self.document_name, self.late_window, self.late_overlap)  # before work
+        encode_into(self, model, packed(documents), store, ".npy", group=document_key)
         self.load(store)
 
     def write_shard(self, chunk: list[tuple[str, str]], path: Path, pool: Any = None) -> None:
         """Encode ``chunk`` into the shard file ``path`` (float32 ``.npy``), atomically."""
-        encode = encode_padded if self._plan() == "padded" else encode_unpadded
-        vectors = encode(
-            self._model(self.document_name),
-            [text for _, text in chunk],
-            "document",
-            batch_size=self.batch_size,
-            convert_to_numpy=True,
-            pool=pool,
-        )
+        model, padded = self._model(self.document_name), self._plan() == "padded"
+        if self.by_document:
+            frame = frame_of(model, self.document_name, self.late_window, self.late_overlap)
+            windows = partial(window_outputs, model, batch_size=self.batch_size, padded=padded)
+            vectors = shard_vectors(model, chunk, frame, windows)
+        else:
+            encode = encode_padded if padded else encode_unpadded
+            vectors = encode(
+                model,
+                [text for _, text in chunk],
+                "document",
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                pool=pool,
+            )
         buffer = io.BytesIO()
         np.save(buffer, np.asarray(vectors, dtype=np.float32))
         write_bytes_atomic(path, [buffer.getbuffer()])

@@ -34,11 +34,25 @@ class ShardWriter(Protocol):
     def write_shard(self, chunk: Chunk, path: Path) -> None: ...
 
 
-def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
-    """``items`` in consecutive lists of ``size`` (the last one shorter)."""
+def chunks(
+    items: Iterable[T], size: int, group: Callable[[T], str] | None = None
+) -> Iterator[list[T]]:
+    """``items`` in consecutive lists of ``size`` (the last one shorter); with ``group``, a
+    list goes on past ``size`` until ``group`` of the next item differs (a group is never
+    split: late chunking's documents)."""
     iterator = iter(items)
-    while chunk := list(islice(iterator, size)):
-        yield chunk
+    if group is None:
+        while chunk := list(islice(iterator, size)):
+            yield chunk
+        return
+    held: list[T] = []
+    for item in iterator:
+        if len(held) >= size and group(item) != group(held[-1]):
+            yield held
+            held = []
+        held.append(item)
+    if held:
+        yield held
 
 
 def shards(
@@ -48,21 +62,23 @@ def shards(
     suffix: str,
     encode: Callable[[Chunk, Path], None],
     writer: ShardWriter | None = None,
+    group: Callable[[tuple[str, str]], str] | None = None,
 ) -> Iterator[Chunk]:
     """Store every chunk of ``size`` items as ``store/shard-NNNNN<suffix>`` with ``encode(chunk,
     path)``, and yield the chunks in order.
 
     A chunk that an earlier, interrupted attempt already stored (the same ids and texts, as its
     ``.done`` marker records) is not encoded again: filling the same ``store`` again resumes.
-    ``encode`` must write ``path`` atomically (see :func:`dapr.io.files.write_bytes_atomic`).
+    ``encode`` must write ``path`` atomically (see :func:`dapr.io.files.write_bytes_atomic`);
+    ``group`` keeps items of one group in one chunk (see :func:`chunks`).
     Inside :func:`dapr.ray_actors.on_actors`, missing chunks go to Ray Data actors calling
     ``writer.write_shard`` instead (``store`` must then be on a file system they share).
     """
     setting = ray_actors.current()
     if writer is not None and setting is not None:
-        yield from _on_ray(items, store, size, suffix, writer, setting)
+        yield from _on_ray(items, store, size, suffix, writer, setting, group)
         return
-    for n, chunk in enumerate(chunks(items, size)):
+    for n, chunk in enumerate(chunks(items, size, group)):
         path = store / f"shard-{n:05d}{suffix}"
         if not _stored(chunk, path):
             encode(chunk, path)
@@ -88,11 +104,12 @@ def encode_into(
     items: Iterable[tuple[str, str]],
     store: Path,
     suffix: str,
+    group: Callable[[tuple[str, str]], str] | None = None,
 ) -> None:
     """Fill ``store`` with ``retriever``'s shard files (``shard-NNNNN<suffix>``) of ``items``,
     ``model`` encoding them on every device of its ``devices`` (or on Ray actors), and their
     ids in ``ids.json``; an interrupted fill of the same ``store`` resumes (see
-    :func:`shards`)."""
+    :func:`shards`, which ``group`` goes to)."""
     store.mkdir(parents=True, exist_ok=True)
     ids: list[str] = []
     progress = tqdm(
@@ -103,7 +120,8 @@ def encode_into(
         def encode(chunk: Chunk, path: Path) -> None:
             retriever.write_shard(chunk, path, pool=pool)
 
-        for chunk in shards(items, store, retriever.shard_size, suffix, encode, retriever):
+        stored = shards(items, store, retriever.shard_size, suffix, encode, retriever, group)
+        for chunk in stored:
             ids.extend(item_id for item_id, _ in chunk)
             progress.update(len(chunk))
     progress.close()
@@ -145,12 +163,13 @@ def _on_ray(
     suffix: str,
     writer: ShardWriter,
     setting: ray_actors.Actors,
+    group: Callable[[tuple[str, str]], str] | None = None,
 ) -> Iterator[Chunk]:
     """:func:`shards` with the missing shards of each window encoded by Ray Data actors."""
     window = setting.window or 16 * setting.count
     held: list[tuple[Chunk, Path]] = []
     missing: list[tuple[Chunk, Path]] = []
-    for n, chunk in enumerate(chunks(items, size)):
+    for n, chunk in enumerate(chunks(items, size, group)):
         path = store / f"shard-{n:05d}{suffix}"
         held.append((chunk, path))
         if not _stored(chunk, path):
