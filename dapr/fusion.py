@@ -113,6 +113,14 @@ class Convex:
     :meth:`fuse_passages` mixes two passage runs instead (``alpha`` weighs the first) over the
     union of their lists; a passage one list lacks takes ``missing`` on that side. ``depth``
     cuts both lists before fusing (None: as retrieved, the experiment's ``depth``).
+
+    :param alpha: The weight of the document side; the passage side gets ``1 - alpha``.
+    :param normalize: What the document side is min-max normalised over: ``candidates`` (the
+        reference) or the query's ``document_list``.
+    :param scaling: How each side is normalised: ``min_max`` (the reference), ``z_score`` or
+        ``rank``.
+    :param missing: The normalised score on a side where a candidate has none.
+    :param depth: Both lists cut to their top ``depth`` before fusing (None: as retrieved).
     """
 
     version = "1"
@@ -197,7 +205,11 @@ class Hierarchical(Convex):
     top ``documents`` documents of the document run (:meth:`scope`; None, the default: every
     document of the run, i.e. the experiment's depth, as the reference code's top 1,000), and
     the resulting passage run is fused with the document run exactly as :class:`Convex` does
-    (the DAPR paper's section 4.2.1 reports its best ``alpha`` at 0.1 to 0.2)."""
+    (the DAPR paper's section 4.2.1 reports its best ``alpha`` at 0.1 to 0.2).
+
+    :param documents: How many top documents of the document run the passage retriever
+        searches within (None: every document of the run).
+    """
 
     version = "1"
     kind = "hierarchical"
@@ -251,6 +263,9 @@ class RRF:
     ``d`` of the query's document list, scores ``1 / (k + p) + 1 / (k + d)``; a document that is
     not in the list (or lies below ``depth``) adds 0. Ranks start at 1. ``depth`` cuts both lists
     before fusing (None: all). ``k = 60`` is the constant of Cormack et al. (2009).
+
+    :param k: The constant added to each rank; a larger ``k`` flattens the top ranks' lead.
+    :param depth: Both lists cut to their top ``depth`` before fusing (None: all).
     """
 
     version = "1"

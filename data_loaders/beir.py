@@ -276,7 +276,13 @@ class Beir(LocalAdapter):
         relevance_level: int = 1,
         language: str = "en",
     ) -> Dataset:
-        """The dataset of the BEIR folder ``source`` (see the module docstring)."""
+        """The dataset of the BEIR folder ``source`` (see the module docstring).
+
+        :param group_by: What makes entries one document: ``title``, a metadata field, or
+            ``none`` (None: each entry is a document of its own).
+        :param relevance_level: The lowest grade that counts as relevant.
+        :param language: The text's ISO 639-1 code (``en``, ``zh``...).
+        """
         if group_by is not None and not group_by.strip():
             raise self.option_error("group_by", "none, title or a metadata field", group_by)
         group_by = None if group_by == "none" else group_by

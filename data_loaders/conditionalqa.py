@@ -58,7 +58,10 @@ class ConditionalQAAdapter(Adapter):
 
     def build(self, source: Path, *, tagged: bool = False) -> Dataset:
         """The dataset from ``documents.json``, ``train.json`` and ``dev.json`` in ``source``;
-        ``tagged`` keeps the HTML elements verbatim."""
+        ``tagged`` keeps the HTML elements verbatim.
+
+        :param tagged: Keep the HTML elements verbatim (the reference's "tagged" variant).
+        """
         source = Path(source)
         self.require(source)
         pages = read_pages(source / DOCUMENTS)

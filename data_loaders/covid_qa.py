@@ -311,7 +311,12 @@ class CovidQA(LocalAdapter):
         train_articles: float = 0.0,
         dev_articles: float = 0.0,
     ) -> Dataset:
-        """The dataset of ``source`` (the file, or a folder with ``covid-qa.json``)."""
+        """The dataset of ``source`` (the file, or a folder with ``covid-qa.json``).
+
+        :param max_words: Words a passage may hold; a longer paragraph is cut at sentence ends.
+        :param train_articles: The share of the articles whose questions move to ``train``.
+        :param dev_articles: The share of the articles whose questions move to ``dev``.
+        """
         if max_words < 1:
             raise self.option_error("max_words", "a positive integer", max_words)
         self._check_shares(train_articles, dev_articles)

@@ -261,7 +261,11 @@ class DuReaderRetrieval(Adapter):
     hub_repo = None
 
     def build(self, source: Path, *, subset: SubsetName = "main") -> Dataset:
-        """The dataset of ``subset`` from the release in ``source`` (see the module)."""
+        """The dataset of ``subset`` from the release in ``source`` (see the module).
+
+        :param subset: ``main`` (the web-search set) or an out-of-domain test set over its own
+            corpus: ``cmedqa`` (medical) or ``ccovid`` (COVID-19).
+        """
         spec = SUBSETS[subset]
         folder = Path(source) / spec.folder
         collection = folder / COLLECTION

@@ -356,7 +356,11 @@ class Genomics(Adapter):
     hub_repo = "UKPLab/dapr"
 
     def build(self, source: Path, *, match: Match = "overlap") -> Dataset:
-        """The dataset from the raw files in ``source`` (see the module docstring)."""
+        """The dataset from the raw files in ``source`` (see the module docstring).
+
+        :param match: How a judged passage finds its legal spans: every span it ``overlap``s, or
+            only one with the very same offset and length (``exact``, the reference's rule).
+        """
         self.require(source)
         source = Path(source)
         queries: Queries = {}

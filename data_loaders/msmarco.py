@@ -125,7 +125,17 @@ class MSMARCO(Adapter):
         seed: int = SEED,
         work_dir: Path | None = None,
     ) -> Dataset:
-        """The dataset from the raw files in ``source`` (see the module docstring)."""
+        """The dataset from the raw files in ``source`` (see the module docstring).
+
+        :param split: How the splits are drawn: ``paper`` (test: the passage-ranking dev
+            queries), ``qna`` (test: every selected dev pair) or ``auto`` (``paper`` when its
+            qrels file is in ``source``).
+        :param max_edits: Levenshtein edits a QnA passage may differ by from its place in the
+            document.
+        :param seed: The seed of the random sample of queries that makes the dev split.
+        :param work_dir: Where the temporary spill of the kept documents goes (None:
+            ``$DAPR_HOME/tmp``).
+        """
         for key, value in (("max_edits", max_edits), ("seed", seed)):
             if value < 0:
                 raise self.option_error(key, "a non-negative integer", value)

@@ -111,7 +111,11 @@ class NaturalQuestionsAdapter(Adapter):
 
     def build(self, source: Path, *, clean_spaces: bool = True) -> Dataset:
         """The dataset from the raw dev and train files in ``source``; ``clean_spaces`` makes
-        the reference's tokenizer replacements."""
+        the reference's tokenizer replacements.
+
+        :param clean_spaces: Drop the space before punctuation and ``'s``-like endings, as the
+            reference's tokenizer round trip did (false: the texts verbatim).
+        """
         source = Path(source)
         self.require(source)
         paths = {}

@@ -117,7 +117,10 @@ class NQHardAdapter(Adapter):
 
     def build(self, source: Path, *, nq: Path | None = None) -> Dataset:
         """NQ-hard from the label files in ``source`` (a directory or one file), over the
-        NaturalQuestions dataset built at ``nq`` (default: the registered one)."""
+        NaturalQuestions dataset built at ``nq`` (default: the registered one).
+
+        :param nq: A built NaturalQuestions dataset directory (None: the registered one).
+        """
         self.require(Path(source))
         files = label_files(Path(source))
         return from_label_files(_load_nq(nq), files)

@@ -168,7 +168,11 @@ class Squad(LocalAdapter):
     path_help = "a SQuAD-format JSON file"
 
     def build(self, source: Path, *, dev_share: float = 0.0, language: str = "en") -> Dataset:
-        """The dataset of the SQuAD-format file ``source`` (see the module docstring)."""
+        """The dataset of the SQuAD-format file ``source`` (see the module docstring).
+
+        :param dev_share: The share of the questions (by a hash of the id) moved to ``dev``.
+        :param language: The text's ISO 639-1 code (``en``, ``zh``...).
+        """
         if not 0 <= dev_share <= 1:
             raise self.option_error("dev_share", "a number from 0 to 1", dev_share)
         language = self.language_code(language)

@@ -249,7 +249,14 @@ class TextFolder(LocalAdapter):
         relevance_level: int = 1,
         language: str = "en",
     ) -> Dataset:
-        """The dataset of the folder of documents ``source`` (see the module docstring)."""
+        """The dataset of the folder of documents ``source`` (see the module docstring).
+
+        :param queries: A file of queries: ``qid<TAB>text`` lines or JSON lines.
+        :param qrels: A file of judgements: TREC qrels or a BEIR TSV.
+        :param split: The name of the split the queries make.
+        :param relevance_level: The lowest grade that counts as relevant.
+        :param language: The text's ISO 639-1 code (``en``, ``zh``...).
+        """
         unsafe = split.startswith(".") or split != split.strip() or {"/", "\\"} & set(split)
         if not split or unsafe:  # the split name becomes a file name
             raise self.option_error("split", "a plain name (no path, no leading dot)", split)

@@ -395,7 +395,10 @@ class WikiSample(Adapter):
     def load(self, train_articles: float = 0.0, **options: object) -> Dataset:
         """The dataset; with ``train_articles`` (a share in [0, 1)), that share of the articles,
         chosen by a hash of their id, give their queries to a ``train`` split instead of dev and
-        test, so that no test query comes from an article trained on."""
+        test, so that no test query comes from an article trained on.
+
+        :param train_articles: The share of the articles whose queries move to ``train``.
+        """
         from dapr.datasets import read_dataset, write_dataset
 
         if options:

@@ -42,7 +42,7 @@ import json
 import logging
 import random
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any
@@ -169,6 +169,14 @@ class Coref:
     ``Coref(...)`` returns a :class:`FastCoref` or :class:`RulesCoref`: the neural one batches
     documents in one process (``contextualize_batch``, ``parallel = False``), the heuristic one
     runs one document at a time in worker processes (``parallel = True``).
+
+    :param backend: ``fastcoref`` (a neural model) or ``rules`` (an offline spaCy heuristic).
+    :param model: fastcoref: an F-coref or LingMess checkpoint (a hub id or a local folder).
+    :param device: fastcoref: the device the model runs on (None: a GPU if there is one).
+    :param batch_size: fastcoref: sub-word tokens per model batch (``max_tokens_in_batch``).
+    :param window: fastcoref: spaCy tokens per model input.
+    :param overlap: fastcoref: tokens consecutive inputs share (None: an eighth of ``window``).
+    :param max_antecedents: Candidates each mention may refer to: the closest ones before it.
     """
 
     version = "1"
@@ -179,6 +187,16 @@ class Coref:
             check_choice("coref", "backend", backend, BACKENDS)
             cls = FastCoref if backend == "fastcoref" else RulesCoref
         return super().__new__(cls)
+
+    @staticmethod
+    def models_needed(args: Mapping[str, Any]) -> list[str]:
+        """What ``coref`` with ``args`` loads: F-coref's checkpoint (fastcoref) and the spaCy
+        pipeline both backends tokenize with (its signature hides them behind ``__new__``)."""
+        backend = args.get("backend", "fastcoref")
+        check_choice("coref", "backend", backend, BACKENDS)
+        if backend == "fastcoref":
+            return [str(args.get("model", "biu-nlp/f-coref")), SPACY_MODEL]
+        return [SPACY_MODEL]
 
     def __init__(
         self,

@@ -49,6 +49,12 @@ class Keyphrases:
 
     ``backend`` is ``native`` (fast, the default) or ``pke`` (the reference); ``spacy_model``
     names the spaCy pipeline both parse with; the document text is cut to ``max_chars``.
+
+    :param backend: ``native`` (dapr's TopicRank, fast) or ``pke`` (the reference's toolkit).
+    :param n: Keyphrases per document.
+    :param separator: What joins the keyphrases.
+    :param max_chars: Characters of the document text the keyphrases are extracted from.
+    :param spacy_model: The spaCy pipeline that tags the text.
     """
 
     version = "2"

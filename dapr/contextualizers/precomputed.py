@@ -18,6 +18,7 @@ and modification times), so even MS MARCO's 6.7 GB of annotated passages is neve
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -34,12 +35,20 @@ VALUE_COLUMNS = {"keyphrases": ("keyphrases", "doc_summary", "text"), "coref": (
 
 
 class Precomputed:
-    """Passages contextualized with the published keyphrases or coreference annotations."""
+    """Passages contextualized with the published keyphrases or coreference annotations.
+
+    :param kind: The published table: ``keyphrases`` or ``coref``.
+    :param dataset_dir: The dataset directory that holds the table (None: the experiment's
+        dataset, which the runner passes).
+    :param separator: What joins the keyphrases when the table lists them one by one.
+    """
 
     version = "1"
     parallel = False  # a lookup per document: worker processes would only add start-up time
 
-    def __init__(self, kind: str = "keyphrases", dataset_dir: str | None = None, separator=" "):
+    def __init__(
+        self, kind: str = "keyphrases", dataset_dir: str | None = None, separator: str = " "
+    ) -> None:
         if kind not in TABLES:
             raise DaprError(
                 f"precomputed: kind {kind!r} is not one of: {', '.join(TABLES)}; "
@@ -81,7 +90,7 @@ class Precomputed:
 
     @cached_property
     def _table(self) -> Lookup:
-        def rows():
+        def rows() -> Iterator[tuple[str, str]]:
             for file in self._files:
                 for n, row in table_rows(file):
                     yield _entry(row, self.kind, self.separator, row_location(file, n))

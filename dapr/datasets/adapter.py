@@ -224,6 +224,11 @@ class LocalAdapter(Adapter):
     """What ``path`` must name, for the error message."""
 
     def load(self, path: str | Path | None = None, **options: Any) -> Dataset:
+        """The dataset built from ``path`` with the build ``options``, else as the class says.
+
+        :param path: Your copy of the raw data, built on every load (None: the prepared copy,
+            else the fetched raw files).
+        """
         from dapr.datasets import read_dataset
         from dapr.io.rows import show
 

@@ -23,7 +23,7 @@ from dapr.errors import DaprError
 from dapr.experiment.chain import Chain, chain_for
 from dapr.experiment.spec import Experiment, FusionSpec, RetrieverSpec
 from dapr.experiment.sweep_spec import with_value
-from dapr.interfaces import ScopingFuser, identity_of, scoring_of, version_of
+from dapr.interfaces import NamesModels, ScopingFuser, identity_of, scoring_of, version_of
 from dapr.store.cache import content_key
 
 # -------------------------------------------------------------------------- keys
@@ -302,10 +302,9 @@ def contextualizer_models(spec: RetrieverSpec) -> list[str]:
 def _models(factory: Any, args: Mapping[str, Any]) -> list[str]:
     """The models ``factory(**args)`` loads: what its ``models_needed(args)`` says when it has
     one (a component whose arguments do not show them), else its ``*model`` arguments."""
-    declared = getattr(factory, "models_needed", None)
-    if callable(declared):
+    if isinstance(factory, NamesModels):
         try:
-            return list(dict.fromkeys(declared(args)))
+            return list(dict.fromkeys(factory.models_needed(args)))
         except DaprError:  # a bad argument: reported where the file is validated
             return []
     try:

@@ -178,7 +178,7 @@ class TrainSpec:
     """``same_document: n`` passages of the positive's own document, ``mined: <system>`` and
     ``count: n``: the best unjudged passages of a retriever of the experiment over the split."""
     loss: str | None = None
-    """``mnrl`` (the default for dual) or ``cached_mnrl``; ``bce`` for cross."""
+    """The training loss; None: the first of those the ``kind`` takes."""
     augment: dict[str, Any] = field(default_factory=dict)
     """RocketQA's pseudo-labels: ``split`` (its queries, judgements ignored), ``retriever`` (a
     system of the experiment), ``model`` (a cross-encoder), ``depth``, ``positive_above`` and
@@ -194,8 +194,8 @@ class TrainSpec:
     """Ray Train workers for a dual encoder (one per GPU when the experiment's resources give
     ``gpus_per_job``): each batch is split among them and the loss sees all their passages."""
     args: dict[str, Any] = field(default_factory=dict)
-    """Training settings (:class:`dapr.training.dual.Settings`): epochs, batch_size, ...,
-    precision (``auto``: bf16 on a CUDA GPU with bfloat16, else fp32; or fp32, bf16, fp16)."""
+    """Training settings (:class:`dapr.training.dual.Settings`): the keys of
+    ``train.NAME.args``."""
 
 
 OVERLAP_ROWS = ("alone", "with title")

@@ -93,6 +93,25 @@ class LateInteraction:
     and ``ncells``, ``centroid_score_threshold``, ``ndocs`` (search; colbert-ai picks them from
     ``k`` when unset) configure PLAID. ``batch_size``, ``block_size`` (document tokens scored at
     once) and ``query_batch`` (queries scored at once) change speed and memory, not results.
+
+    :param model: The colbert-ai checkpoint: a hub id or a local folder.
+    :param method: ``exact`` (MaxSim over every stored token vector) or ``plaid`` (a
+        compressed index, for large corpora).
+    :param query_maxlen: Tokens per query, markers included (None: the checkpoint's own).
+    :param doc_maxlen: Tokens per passage or document, markers included (None: the
+        checkpoint's own).
+    :param dtype: How exact search stores token vectors: ``float16`` or ``float32``.
+    :param nbits: PLAID: bits per dimension of each vector's residual (1, 2 or 4).
+    :param kmeans_niters: PLAID: k-means iterations that place the centroids.
+    :param ncells: PLAID: centroids nearest each query vector whose passages become candidates
+        (None: colbert-ai's choice from ``k``).
+    :param centroid_score_threshold: PLAID: centroid scores below it are pruned (None:
+        colbert-ai's choice from ``k``).
+    :param ndocs: PLAID: candidates kept after centroid-only scoring (None: colbert-ai's choice
+        from ``k``).
+    :param batch_size: Texts encoded per forward pass.
+    :param block_size: Document token vectors scored at once in exact search.
+    :param query_batch: Queries scored at once in exact search.
     """
 
     version = "1"

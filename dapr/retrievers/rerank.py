@@ -48,6 +48,17 @@ class Rerank:
     the model on ONNX Runtime or OpenVINO, as for :class:`~dapr.retrievers.dense.Dense`.
     ``precision`` (``fp32``, ``bf16`` or ``fp16``, torch backend only) converts the loaded
     weights; scores are returned in float64 whatever the precision.
+
+    :param model: The cross-encoder: a hub id, a local folder or ``trained/<name>``.
+    :param top_k: Items of each query's first-stage list that are re-scored.
+    :param max_length: Tokens kept of each (query, text) pair (None: the model's own limit).
+    :param batch_size: Pairs scored per forward pass.
+    :param device: The device that scores (``cpu``, ``cuda:0``...); None: a GPU if there is one.
+    :param keep_rest: Keep the first-stage items below ``top_k``, in their order, under the
+        re-scored ones.
+    :param backend: The runtime the model runs on: ``torch``, ``onnx`` or ``openvino``.
+    :param quantize: ``int8`` (onnx) or ``bf16`` (openvino) weights; None: as stored.
+    :param precision: The weights converted to ``fp32``, ``bf16`` or ``fp16`` (torch only).
     """
 
     version = "1"

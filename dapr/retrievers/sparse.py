@@ -75,15 +75,26 @@ class Sparse:
     """A SPLADE encoder: one ``model`` for both sides, or a ``query_model`` and a
     ``document_model``; ``max_length`` tokens per text (the model's own when None).
 
-    ``batch_size`` (texts per forward pass), ``block_size`` (items scored at once),
-    ``query_batch`` (queries per sparse product, at most; the queries are split among the
-    cores), ``device``, ``devices`` (a list encodes with one process per device; by default
-    every GPU when there are several) and ``shard_size`` (items a shard file holds: the unit of
-    resuming and of Ray encoding) change speed and memory, never the results; on CUDA the
-    padded batch plan (``batching``, as for :class:`~dapr.retrievers.dense.Dense`) makes the
-    batch and shard sizes part of the index's identity. Search holds
-    about ``12 * query_batch * block_size`` bytes per core (dense scores, the sparse product
-    they come from, the running top ``k``) besides one shard of the index.
+    The batch, block, shard and device settings change speed and memory, never the results; on
+    CUDA the padded batch plan (as for :class:`~dapr.retrievers.dense.Dense`) makes the batch
+    and shard sizes part of the index's identity. Search holds about
+    ``12 * query_batch * block_size`` bytes per core (dense scores, the sparse product they come
+    from, the running top ``k``) besides one shard of the index.
+
+    :param model: The SPLADE model (sentence-transformers ``SparseEncoder``) for both sides.
+    :param query_model: The model that encodes queries, in place of ``model``.
+    :param document_model: The model that encodes passages or documents, in place of ``model``.
+    :param max_length: Tokens kept of each text (None: the model's own limit).
+    :param batch_size: Texts encoded per forward pass.
+    :param block_size: Items scored at once in search.
+    :param query_batch: Queries per sparse product, at most (the queries are split among the
+        cores).
+    :param device: The device that encodes (``cpu``, ``cuda:0``...); None: a GPU if there is one.
+    :param devices: Devices that encode together, one process each (None: every GPU when there
+        are several).
+    :param shard_size: Items a shard file holds: the unit of resuming and of Ray encoding.
+    :param batching: How documents are batched for encoding: ``exact``, ``padded`` or ``auto``
+        (``padded`` on CUDA).
     """
 
     version = "2"

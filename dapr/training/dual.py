@@ -33,22 +33,30 @@ LOSSES = ("mnrl", "cached_mnrl")
 
 @dataclass(frozen=True)
 class Settings:
-    """How a model is trained (RocketQA's dual encoder: learning rate 3e-5, 10% warm-up).
-
-    ``precision``: ``auto`` (bf16 mixed precision on a CUDA GPU with bfloat16, else fp32),
-    ``fp32``, ``bf16`` or ``fp16`` (mixed precision: the weights stay float32).
-    """
+    """How a model is trained (RocketQA's dual encoder: learning rate 3e-5, 10% warm-up)."""
 
     epochs: Annotated[float, Range(0, min_open=True)] = 1.0
+    """Passes over the training examples (a fraction stops part-way)."""
     batch_size: Annotated[int, Range(1)] = 32
+    """Examples a step (per worker): queries for a dual encoder; for a cross-encoder, pairs
+    with ``bce`` and queries with the listwise losses."""
     learning_rate: Annotated[float, Range(0, min_open=True)] = 3e-5
+    """AdamW's peak learning rate, reached after the warm-up, then decayed linearly to 0."""
     warmup_ratio: Annotated[float, Range(0, 1, max_open=True)] = 0.1
-    max_steps: Annotated[int, Range(-1)] = -1  # -1: as many as the epochs take
+    """The share of the steps over which the learning rate rises from 0 to its peak."""
+    max_steps: Annotated[int, Range(-1)] = -1
+    """Steps to train, in place of ``epochs`` (-1: as many as the epochs take)."""
     seed: Annotated[int, Range(0, 2**32 - 1)] = 0  # numpy's seeds
+    """Seeds the new weights, the negatives drawn, the order of the examples and dropout."""
     mini_batch_size: Annotated[int, Range(1)] = 32
+    """``cached_mnrl``: texts encoded at once; the loss still sees the whole batch."""
     save_steps: Annotated[int, Range(1)] = 50
+    """Steps between checkpoints (the last two kept); a log line every fifth of them."""
     max_length: Annotated[int | None, Range(1)] = None
+    """Tokens kept of each text (None: the model's own limit)."""
     precision: str = "auto"
+    """``auto`` (bf16 mixed precision on a CUDA GPU with bfloat16, else fp32), ``fp32``,
+    ``bf16`` or ``fp16`` (mixed precision: the weights stay float32)."""
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self), include_extras=True)

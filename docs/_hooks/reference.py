@@ -4,12 +4,12 @@ and presets, and the experiment file's keys, read from the registries and from t
 
 A page asks for a part with a marker line ``<!-- reference: NAME -->`` (NAME one of
 :data:`PARTS`); ``mkdocs build`` runs :func:`on_page_markdown`, which puts the part there.
-``python docs/_hooks/reference.py NAME`` prints a part.
+``python docs/_hooks/reference.py NAME`` prints a part. The experiment file's parts are made in
+``reference_schema.py``, the tables' cells in ``reference_cells.py``.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import inspect
 import json
@@ -20,23 +20,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import reference_cells as md
+from reference_schema import experiment, training
+from reference_schema import keys as keys  # re-exported: the tests read the schema's sections
+from reference_schema import sections as sections
+
 MARKER = re.compile(r"^<!-- reference: ([a-z-]+) -->$", re.MULTILINE)
 RESULTS = re.compile(r"^<!-- results: ([\w.-]+) -->$", re.MULTILINE)
 """A marker for a results file kept in ``docs/results/``: a run's ``summary.md`` copied as it
 was written, or a benchmark's JSON lines (rendered by the benchmark's own ``table``)."""
-
-
-def _text(doc: str | None) -> str:
-    """A docstring as Markdown: its first paragraph on one line, reST roles made code."""
-    first = inspect.cleandoc(doc or "").split("\n\n")[0]
-    first = re.sub(r":[a-z]+:`~?([^`]+)`", r"`\1`", first)
-    first = first.replace("``", "`")
-    return " ".join(first.split()).replace("|", "\\|")
-
-
-def _cell(value: Any) -> str:
-    text = value if isinstance(value, str) else repr(value)
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def _type(annotation: Any) -> str:
@@ -51,36 +43,62 @@ def _type(annotation: Any) -> str:
         ]
         return ", ".join([_type(annotation.__origin__), *filter(None, shown)])
     if typing.get_origin(annotation) is typing.Literal:
-        return " \\| ".join(repr(a) for a in typing.get_args(annotation))
+        return " | ".join(repr(a) for a in typing.get_args(annotation))
     name = getattr(annotation, "__name__", None)
     return name if name and not typing.get_args(annotation) else str(annotation)
 
 
 def _parameters(factory: Any, skip: int = 0) -> list[inspect.Parameter]:
+    """The arguments ``factory`` takes (a class: its ``__init__``'s, which a ``__new__`` that
+    picks a subclass passes on), their annotations resolved."""
+    own_init = isinstance(factory, type) and factory.__init__ is not object.__init__
+    target = factory.__init__ if own_init else factory
     try:
-        found = list(inspect.signature(factory).parameters.values())[skip:]
+        found = list(inspect.signature(target).parameters.values())[skip + own_init :]
     except (TypeError, ValueError):
         return []
     try:
-        target = factory.__init__ if isinstance(factory, type) else factory
         hints = typing.get_type_hints(target, include_extras=True)
     except Exception:  # noqa: BLE001 - unresolvable annotations: shown as written
         hints = {}
     return [p.replace(annotation=hints.get(p.name, p.annotation)) for p in found]
 
 
-def _argument_table(parameters: list[inspect.Parameter]) -> list[str]:
+def meanings(owner: Any, method: str = "__init__") -> dict[str, str]:
+    """Each argument's meaning, from the ``:param NAME: meaning`` fields of the docstrings of
+    ``owner`` (a class, or an instance whose ``method`` takes the arguments) and of its bases:
+    the class docstring and ``method``'s, the nearest class first; a function's own."""
+    from griffe import Docstring
+
+    found: dict[str, str] = {}
+    function = not isinstance(owner, type) and not hasattr(owner, method)
+    for cls in [owner] if function else (owner if isinstance(owner, type) else type(owner)).__mro__:
+        docs = [cls] if function else [vars(cls).get(method), cls if method == "__init__" else None]
+        for doc in (getattr(d, "__doc__", None) for d in docs if d is not None):
+            for section in Docstring(inspect.cleandoc(doc or "")).parse("sphinx", warnings=False):
+                if section.kind.value == "parameters":
+                    for p in section.value:
+                        found.setdefault(p.name, md.text(p.description))
+    return found
+
+
+def _argument_table(
+    parameters: list[inspect.Parameter],
+    meant: dict[str, str],
+    rest_go: str = "Other keyword arguments go to the backend.",
+) -> list[str]:
     named = [p for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     rest = [p for p in parameters if p.kind is p.VAR_KEYWORD]
     if not named:
         lines = ["Arguments: none."]
     else:
-        lines = ["| argument | type | default |", "|---|---|---|"]
+        lines = ["| argument | type | default | meaning |", "|---|---|---|---|"]
         for p in named:
-            default = "required" if p.default is p.empty else f"`{_cell(p.default)}`"
-            lines.append(f"| `{p.name}` | {_cell(_type(p.annotation))} | {default} |")
-    if rest:
-        lines += ["", "Other keyword arguments go to the backend."]
+            default = "required" if p.default is p.empty else md.code(md.yaml(p.default))
+            kind = md.cell(_type(p.annotation))
+            lines.append(f"| `{p.name}` | {kind} | {default} | {meant.get(p.name, '')} |")
+    if rest and rest_go:
+        lines += ["", rest_go]
     return lines
 
 
@@ -93,8 +111,8 @@ def _component(registry: Any, name: str, body: Callable[[Any], list[str]]) -> li
     try:
         found = registry.get(name)
     except Exception as error:  # noqa: BLE001 - a broken plugin is shown, not fatal
-        return [f"### `{name}`", "", f"Cannot be loaded here: {_cell(str(error))}", ""]
-    about = _text(found.__doc__ if isinstance(found, type) else type(found).__doc__)
+        return [f"### `{name}`", "", f"Cannot be loaded here: {md.cell(str(error))}", ""]
+    about = md.text(found.__doc__ if isinstance(found, type) else type(found).__doc__)
     lines = [f"### `{name}`", "", f"Registered as {_origin(registry, name)}.", ""]
     if about:
         lines += [about, ""]
@@ -102,38 +120,40 @@ def _component(registry: Any, name: str, body: Callable[[Any], list[str]]) -> li
 
 
 def _retriever(found: Any) -> list[str]:
-    lines = _argument_table(_parameters(found))
+    lines = _argument_table(_parameters(found), meanings(found))
     presets = getattr(found, "presets", None) or {}
     if presets:
         lines += ["", "| preset | levels | arguments | fusion | about |", "|---|---|---|---|---|"]
         for preset, p in sorted(presets.items()):
-            args = ", ".join(f"`{k}: {_cell(v)}`" for k, v in p.args.items())
+            args = ", ".join(md.code(f"{k}: {md.yaml(v)}") for k, v in p.args.items())
             fusion = ", ".join(
-                f"`{fuser}`: " + ", ".join(f"{k} {_cell(v)}" for k, v in given.items())
+                f"`{fuser}`: " + ", ".join(f"{k} {md.cell(v)}" for k, v in given.items())
                 for fuser, given in p.fusion.items()
             )
             levels = ", ".join(p.levels)
-            lines.append(f"| `{preset}` | {levels} | {args} | {fusion} | {_cell(p.about)} |")
+            lines.append(f"| `{preset}` | {levels} | {args} | {fusion} | {md.cell(p.about)} |")
     return lines
 
 
 def _plain(found: Any) -> list[str]:
-    return _argument_table(_parameters(found))
+    return _argument_table(_parameters(found), meanings(found))
 
 
 def _dataset(found: Any) -> list[str]:
     lines = []
     if getattr(found, "origin", ""):
-        lines += [f"Source: {_cell(found.origin)}.", ""]
+        lines += [f"Source: {md.cell(found.origin)}.", ""]
     load = _parameters(getattr(found, "load", found))
-    if any(p.kind is not p.VAR_KEYWORD for p in load):
-        lines += ["`dataset_args` when loaded:", "", *_argument_table(load), ""]
     options = found.options() if hasattr(found, "options") else {}
+    if any(p.kind is not p.VAR_KEYWORD for p in load):
+        also = "The build options below are taken too." if options else ""
+        table = _argument_table(load, meanings(found, "load"), also)
+        lines += ["`dataset_args` when loaded:", "", *table, ""]
     if options:
         lines += [
             f"Build options (`dapr data build {found.name} --set KEY=VALUE`):",
             "",
-            *_argument_table(list(options.values())),
+            *_argument_table(list(options.values()), meanings(found, "build")),
             "",
         ]
     raw = getattr(found, "raw_files", ())
@@ -153,7 +173,7 @@ def _metric(found: Any) -> list[str]:
         "optional": "takes an optional cutoff (`NAME` or `NAME@k`)",
         "none": "takes no cutoff",
     }
-    lines = [f"{_cell(about).capitalize()}." if about else ""]
+    lines = [f"{md.cell(about).capitalize()}." if about else ""]
     if cutoff in wording:
         lines.append(f"It {wording[cutoff]}.")
     if getattr(found, "measure", None):
@@ -184,105 +204,6 @@ def components(kind: str) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-# -- the experiment file ---------------------------------------------------------------------
-
-
-def _field_docs(section: type) -> dict[str, str]:
-    """The docstrings written under a dataclass's fields (read from its source)."""
-    tree = ast.parse(inspect.getsource(section))
-    body = tree.body[0].body
-    docs = {}
-    for here, after in zip(body, body[1:]):
-        if (
-            isinstance(here, ast.AnnAssign)
-            and isinstance(here.target, ast.Name)
-            and isinstance(after, ast.Expr)
-            and isinstance(after.value, ast.Constant)
-            and isinstance(after.value.value, str)
-        ):
-            docs[here.target.id] = _text(after.value.value)
-    return docs
-
-
-def sections() -> dict[str, type]:
-    """Where each section of an experiment file sits, and its dataclass in the schema."""
-    from dapr.experiment import spec
-
-    return {
-        "top level": spec.Experiment,
-        "retrievers.NAME": spec.RetrieverSpec,
-        "fusion.NAME": spec.FusionSpec,
-        "sweep": spec.Sweep,
-        "sweep.values (a range)": spec.Range,
-        "resources": spec.Resources,
-        "train.NAME": spec.TrainSpec,
-        "train.NAME.sources[]": spec.TrainSource,
-        "published": spec.Published,
-        "published.rows[]": spec.PublishedRow,
-    }
-
-
-def keys(section: type) -> list[str]:
-    """The keys a section of the file accepts, in the schema's order."""
-    from dapr.experiment import spec
-
-    return list(spec._accepted(section))
-
-
-_UNSET = {"name": "the file's name", "dataset": "required"}
-
-
-def experiment() -> str:
-    """Every key of every section of an experiment file: what it accepts, its default, and
-    what it does, from the dataclasses of :mod:`dapr.experiment.spec`."""
-    from dapr.experiment import spec
-
-    lines = [
-        "Generated from `dapr/experiment/spec.py`, the one schema `dapr run`, `dapr train` and "
-        "`dapr check` read, when this site was built. A key not listed here is refused with a "
-        "line naming the valid ones.",
-        "",
-    ]
-    for where, section in sections().items():
-        accepted = spec._accepted(section)
-        docs = _field_docs(section)
-        lines += [f"### `{where}`", ""]
-        about = _text(section.__doc__)
-        if about and not about.startswith(section.__name__ + "("):
-            lines += [about, ""]
-        lines += ["| key | accepts | default | meaning |", "|---|---|---|---|"]
-        for key, (_, kind) in accepted.items():
-            try:
-                value = spec.default(section, key)
-                if value is dataclasses.MISSING:
-                    shown = _UNSET[key] if section is spec.Experiment else "required"
-                else:
-                    shown = f"`{_cell(_yaml(value))}`"
-            except StopIteration:
-                shown = ""
-            lines.append(f"| `{key}` | {_cell(kind)} | {shown} | {docs.get(key, '')} |")
-        if section is spec.Experiment:
-            lines.append(
-                "| `variants` | a mapping of names to overrides | `{}` | Named sets of "
-                "overrides (dotted keys as for `--set`), chosen with `--variant NAME` and "
-                "applied before any `--set`. |"
-            )
-        lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def _yaml(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, tuple):
-        return "[" + ", ".join(_yaml(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_yaml(v)}" for k, v in value.items()) + "}"
-    return str(value)
-
-
 def gpu_benchmark() -> str:
     """The GPU benchmark's table, from README.md's ``gpu-benchmark`` markers, where
     ``python benchmarks/gpu.py --readme RESULT.json`` writes it."""
@@ -300,8 +221,8 @@ def environment() -> str:
 
     lines = ["| variable | type | default | effect | example |", "|---|---|---|---|---|"]
     for v in settings.VARIABLES:
-        kind = _cell(v.kind).replace("<", "&lt;")
-        lines.append(f"| `{v.name}` | {kind} | `{v.default}` | {_cell(v.effect)} | `{v.example}` |")
+        kind, effect = md.cell(v.kind).replace("<", "&lt;"), md.cell(v.effect)
+        lines.append(f"| `{v.name}` | {kind} | `{v.default}` | {effect} | `{v.example}` |")
     return "\n".join(lines) + "\n"
 
 
@@ -312,6 +233,7 @@ PARTS: dict[str, Callable[[], str]] = {
     "datasets": lambda: components("datasets"),
     "metrics": lambda: components("metrics"),
     "experiment": experiment,
+    "training": training,
     "gpu-benchmark": gpu_benchmark,
     "environment": environment,
     "full-grid-cost": lambda: full_grid_cost(),
