@@ -199,6 +199,22 @@ def experiment_is_a_directory(kit: Kit) -> Bad:
 
 
 @case
+def run_dataset_not_fetched(kit: Kit) -> Bad:
+    """`dapr run` on a file naming a dataset not fetched here: the file, as `dapr check` says"""
+    path = kit.experiment(dataset="COVID-QA", dataset_args={"max_words": 80}, fusion=None)
+    names = ("bad.yaml: dataset: ", "'COVID-QA' is not fetched yet")
+    return Bad(kit.run(path), names, "dapr data build COVID-QA --download")
+
+
+@case
+def run_dataset_directory_unreadable(kit: Kit) -> Bad:
+    """`dapr run` on a dataset directory that holds no dataset: the file and the directory"""
+    (kit.tmp / "empty").mkdir()
+    path = kit.experiment(dataset=kit.tmp / "empty")
+    return Bad(kit.run(path), ("bad.yaml: dataset: ", "empty: not a dataset"), "hub layout")
+
+
+@case
 def duplicate_passage_ids(kit: Kit) -> Bad:
     data = kit.dataset()
     edit_jsonl(data / "corpus.jsonl", 6, lambda row: {**row, "_id": "d1-1"})

@@ -4,6 +4,7 @@ dapr's, and the generated reproduction matrix (docs/reproduction-matrix.md)."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -256,3 +257,46 @@ def test_the_page_is_generated_and_in_the_site():
     page = (ROOT / "docs" / "reproduction-matrix.md").read_text()
     assert matrix.MARKER in page and "| Table 3 |" not in page  # nothing typed by hand
     assert "| Table 7 | passage only / JinaV2 |" in matrix.on_page_markdown(page)
+
+
+def _priced(command: str, device: str, system: str | None = None) -> str:
+    """``<device> <time>, <memory>`` of ``command`` (``dapr run FILE --set ...``) from a cold
+    cache, through the estimator's public functions; with ``system``: of it and the systems it
+    fuses alone."""
+    from dapr.experiment import estimate
+    from dapr.experiment.config import raw_grid
+    from dapr.experiment.sizes import table1_sizes
+    from dapr.experiment.summary import duration
+    from dapr.experiment.validate import validate
+
+    file = ROOT / command.split()[2]
+    (raw,) = raw_grid(file, tuple(re.findall(r"--set (\S+)", command)))
+    experiment = validate(raw, file)
+    steps = estimate.cold_steps(experiment)
+    if system is not None:
+        fusion = experiment.fusion.get(system)
+        mine = {system, *((fusion.document, fusion.passage) if fusion else ())}
+        steps = [step for step in steps if step.system in mine]
+    found = estimate.estimate(
+        experiment, steps, table1_sizes(experiment.dataset, experiment.split), device
+    )
+    return f"{duration(found.seconds)}, {estimate.size(found.memory)}"
+
+
+def test_every_row_has_the_estimated_cost_of_its_command(tmp_path: Path):
+    found = matrix.rows(EXPERIMENTS, tmp_path)
+    assert all(r["cost"] and "not estimated" not in r["cost"] for r in found)
+    by = {(r["table"], r["dataset"], r["system"]): r for r in found}
+    miracl = by[("Table 3", "MIRACL", "colbertv2+hierarchical")]
+    assert miracl["cost"] == "v100 " + _priced(miracl["command"], "v100")
+    for system in ("bm25", "dragon_plus+rank-fusion"):  # laptop rows: the system alone, too
+        row = by[("Table 3", "ConditionalQA", system)]
+        assert row["laptop"]
+        assert row["cost"] == (
+            f"v100 {_priced(row['command'], 'v100')}; "
+            f"alone on cpu:2 {_priced(row['command'], 'cpu:2', system)}"
+        )
+    overlap = by[("Table 5", "MSMARCO", "dapr overlap: alone")]["cost"]
+    reading = "dapr run experiments/prepending_titles.yaml --set dataset=MSMARCO"
+    assert overlap == f"cpu:2 {_priced(reading, 'cpu:2', '')}"  # no system: reading the data
+    assert f"| {miracl['cost']} |" in matrix.matrix(EXPERIMENTS, tmp_path)

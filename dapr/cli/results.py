@@ -1,12 +1,18 @@
-"""Commands over results directories: ``dapr report`` (Table 3), ``dapr plot`` and
-``dapr hard-subset``. Results are read through :mod:`dapr.experiment.results`."""
+"""Commands over results directories: ``dapr report`` (Table 3), ``dapr plot``,
+``dapr hard-subset`` and ``dapr results publish`` (:mod:`dapr.cli.publish`). Results are read
+through :mod:`dapr.experiment.results`."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dapr.errors import DaprError
+
+if TYPE_CHECKING:
+    from dapr.analysis.reference import Scorer
+    from dapr.data import Dataset
 
 
 def add(commands: argparse._SubParsersAction) -> None:
@@ -91,6 +97,10 @@ def add(commands: argparse._SubParsersAction) -> None:
     hard.add_argument("--out", type=Path, required=True, help="the TSV to write")
     hard.set_defaults(handler=_hard_subset)
 
+    from dapr.cli import publish
+
+    publish.add(commands)
+
 
 def _report(args: argparse.Namespace) -> int:
     from dapr.analysis.html_report import to_html
@@ -135,16 +145,18 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_scorer(metric: str):
+def _run_scorer(metric: str) -> Scorer:
     """Scores a reference run file against dapr's copy of the dataset its folder names."""
     from dapr import evaluation
     from dapr.datasets import load_dataset
     from dapr.io import read_trec_run
 
     metrics = list(dict.fromkeys([metric, *evaluation.DEFAULT_METRICS]))
-    datasets = {}
+    datasets: dict[str, Dataset] = {}
 
-    def score(run_file: Path, name: str, split: str, level: str):
+    def score(
+        run_file: Path, name: str, split: str, level: str
+    ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
         if name not in datasets:
             datasets[name] = load_dataset(name)
         dataset = datasets[name]

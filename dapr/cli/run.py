@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from dapr.data import Dataset
     from dapr.experiment.schedule import Done
     from dapr.experiment.spec import Experiment
 
@@ -77,8 +78,19 @@ def output_dir(args: argparse.Namespace, experiment: Experiment) -> Path:
     return out / dataset if dataset else out
 
 
-def _run(args: argparse.Namespace) -> int:
+def dataset_of(experiment: Experiment, file: Path) -> Dataset:
+    """The experiment's dataset; where it cannot be loaded, a DaprError ``<file>: dataset:
+    <why>``, as ``dapr check`` prints it."""
     from dapr.datasets import load_dataset
+    from dapr.errors import DaprError
+
+    try:
+        return load_dataset(experiment.dataset, **experiment.dataset_args)
+    except DaprError as error:
+        raise DaprError(f"{file}: dataset: {error}") from None
+
+
+def _run(args: argparse.Namespace) -> int:
     from dapr.experiment.config import load_grid
     from dapr.experiment.results import check_output
     from dapr.experiment.train_checks import check_data
@@ -90,18 +102,17 @@ def _run(args: argparse.Namespace) -> int:
     for experiment in experiments:
         outs.append(output_dir(args, experiment))
         check_output(outs[-1], experiment, args.overwrite)  # before any work
-    for experiment in experiments:  # a train: block's data too (dapr check asks the same)
+    loaded: dict[int, Dataset] = {}
+    for n, experiment in enumerate(experiments):  # a train: block's data too (as dapr check)
         if experiment.train:
-            dataset = load_dataset(experiment.dataset, **experiment.dataset_args)
-            check_data(experiment, dataset, args.file)
+            loaded[n] = dataset_of(experiment, args.file)
+            check_data(experiment, loaded[n], args.file)
     ran: Sequence[Sequence[Done]] = [()] * len(experiments)
     if args.ray or args.ray_address:
         ran = _run_jobs(experiments, args.ray_address)
-    for experiment, out, jobs in zip(experiments, outs, ran):
-        if args.profile:
-            _profiled(experiment, out, jobs)
-        else:
-            _run_one(experiment, out, jobs)
+    for n, (experiment, out, jobs) in enumerate(zip(experiments, outs, ran)):
+        one = _profiled if args.profile else _run_one
+        one(experiment, out, jobs, args.file, loaded.pop(n, None))
     return 0
 
 
@@ -109,7 +120,13 @@ PROFILE_LINES = 30
 """Functions the printed profile lists (the file holds them all)."""
 
 
-def _profiled(experiment: Experiment, out: Path, jobs: Sequence[Done] = ()) -> None:
+def _profiled(
+    experiment: Experiment,
+    out: Path,
+    jobs: Sequence[Done],
+    file: Path,
+    dataset: Dataset | None = None,
+) -> None:
     """:func:`_run_one` under cProfile; the functions by cumulative time to stdout (the first
     :data:`PROFILE_LINES`) and to ``out/profile.txt`` (all)."""
     import cProfile
@@ -120,7 +137,7 @@ def _profiled(experiment: Experiment, out: Path, jobs: Sequence[Done] = ()) -> N
 
     profile = cProfile.Profile()
     started = time.perf_counter()
-    profile.runcall(_run_one, experiment, out, jobs)
+    profile.runcall(_run_one, experiment, out, jobs, file, dataset)
     wall = time.perf_counter() - started
 
     def table(lines: int | None) -> str:
@@ -180,18 +197,26 @@ def _with_tuning(experiment: Experiment) -> list[Experiment]:
     return [experiment, replace(experiment, split=experiment.sweep.tune_on)]
 
 
-def _run_one(experiment: Experiment, out: Path, jobs: Sequence[Done] = ()) -> None:
-    """Run ``experiment`` (its retrieval ``jobs``, if they ran on Ray, in its manifest)."""
+def _run_one(
+    experiment: Experiment,
+    out: Path,
+    jobs: Sequence[Done],
+    file: Path,
+    dataset: Dataset | None = None,
+) -> None:
+    """Run ``experiment`` of ``file`` (its retrieval ``jobs``, if they ran on Ray, in its
+    manifest) on ``dataset``, loaded here unless given."""
     from dapr.experiment import results, summary, sweep
     from dapr.experiment.manifest import manifest
     from dapr.experiment.runner import Runner
 
     started = time.time()
+    dataset = dataset or dataset_of(experiment, file)
     swept = None
     if experiment.sweep is None:
-        outcome = Runner(experiment).run()
+        outcome = Runner(experiment).run(dataset)
     else:
-        swept = sweep.run_sweep(experiment)
+        swept = sweep.run_sweep(experiment, dataset=dataset)
         assert swept.outcome is not None  # a sweep ends by running its chosen value
         outcome = swept.outcome
     results.write(outcome, out, manifest(outcome, started, time.time(), jobs), swept)

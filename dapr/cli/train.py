@@ -43,7 +43,7 @@ def add(commands: argparse._SubParsersAction) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from dapr.datasets import load_dataset
+    from dapr.cli.run import dataset_of
     from dapr.experiment.config import load_grid
     from dapr.experiment.runner import Runner
     from dapr.experiment.train_checks import check_data
@@ -54,7 +54,7 @@ def _train(args: argparse.Namespace) -> int:
     experiments = load_grid(args.file, args.overrides, args.variant)
     if not any(e.train for e in experiments):
         raise DaprError(f"{args.file}: no train: block; name the models to train under train:")
-    datasets = [load_dataset(e.dataset, **e.dataset_args) for e in experiments]
+    datasets = [dataset_of(e, args.file) for e in experiments]
     for experiment, dataset in zip(experiments, datasets):  # every one before the first trains
         check_data(experiment, dataset, args.file)
     for experiment, dataset in zip(experiments, datasets):

@@ -47,13 +47,16 @@ class SweepResult:
         return rows
 
 
-def run_sweep(experiment: Experiment, cache: Cache | None = None) -> SweepResult:
-    """Evaluate every value of ``experiment.sweep``, choose on its ``tune_on`` split."""
+def run_sweep(
+    experiment: Experiment, cache: Cache | None = None, dataset: Dataset | None = None
+) -> SweepResult:
+    """Evaluate every value of ``experiment.sweep``, choose on its ``tune_on`` split
+    (``dataset``: the experiment's, when it is loaded already)."""
     sweep = experiment.sweep
     if sweep is None:
         raise ConfigError(f"experiment {experiment.name!r} has no sweep block")
     cache = cache or Cache()
-    dataset = load_dataset(experiment.dataset, **experiment.dataset_args)
+    dataset = dataset or load_dataset(experiment.dataset, **experiment.dataset_args)
     metrics = experiment.metrics + (() if sweep.metric in experiment.metrics else (sweep.metric,))
     base = replace(experiment, metrics=metrics, sweep=None)
     result = SweepResult(sweep, (sweep.tune_on, experiment.split))
