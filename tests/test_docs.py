@@ -14,7 +14,8 @@ A code block is checked by its language, unless the line before it is an
   and the cheap commands (:data:`EXECUTED`) run on wiki-sample; any other ``dapr`` command is not
   run, so its block must be marked illustrative. ``pip install`` must name existing extras,
   ``make`` a target of the Makefile, ``python`` a script of the repository;
-- ``toml`` parses; ``text`` is a diagram.
+- ``toml`` parses; ``text`` is a diagram; ``mermaid`` is a diagram the site draws (its structure:
+  tests/test_explanations.py); ``bibtex`` is the paper's citation (tests/test_citation.py).
 
 A table of measured numbers must name the command that produced it on the line above it
 (``<!-- measured: COMMAND -->``), or be a generated part.
@@ -50,7 +51,7 @@ FILES = [ROOT / "README.md", *PAGES]
 FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 ILLUSTRATIVE = re.compile(r"^<!-- illustrative: (\S.*\S) -->$")
 MEASURED = re.compile(r"^<!-- measured: (\S.*\S) -->$")
-LANGUAGES = {"bash", "yaml", "python", "toml", "text"}
+LANGUAGES = {"bash", "yaml", "python", "toml", "text", "mermaid", "bibtex"}
 
 EXECUTED = (("--version",), ("plugins",), ("data", "stats"), ("data", "list"))
 EXECUTED += (("data", "export"), ("cache",), ("overlap",))
@@ -208,6 +209,16 @@ def test_each_reference_marker_names_a_part():
     for page in PAGES:
         for name in reference.MARKER.findall(page.read_text()):
             assert name in reference.PARTS, f"{page}: reference part {name!r}"
+
+
+def test_no_built_page_shows_a_raw_rest_role_or_table(site: Path):
+    """Docstrings are reST-flavoured; the site shows their roles as code
+    (docs/_hooks/docstrings.py) and has no reST table (a paragraph of ``====`` in Markdown)."""
+    role = re.compile(r":(?:py:)?[a-z]+:(?:<code>|`)")
+    for page in site.rglob("*.html"):
+        text = page.read_text()
+        assert not role.search(text), f"{page.relative_to(site)}: {role.search(text)}"
+        assert not re.search(r"^={5,}\s+={5,}", text, re.MULTILINE), page.relative_to(site)
 
 
 # -- the code blocks ------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The README's two commands: ``make run`` and ``make test`` set up what they need (a virtual
-environment when missing, the install only when pyproject.toml or constraints.txt changed) and
-then run the quick tour or the suite; CI (.ci/run) is ``make test``. Shown by make's dry runs
+environment when missing, the install only when pyproject.toml or constraints.txt changed: the
+``tour`` extra for the quick tour, every extra for the suite) and then run the quick tour or the
+suite; CI (.ci/run) is ``make test``. Shown by make's dry runs
 (nothing is installed) and, for the exit status CI reads, on a stand-in environment."""
 
 from __future__ import annotations
@@ -10,13 +11,13 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL = 'pip install -e ".[all]" -c constraints.txt'
+TOUR = 'pip install -e ".[tour]" -c constraints.txt'
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 
@@ -29,18 +30,23 @@ def _make(*args: str, cwd: Path = ROOT, **env: str) -> subprocess.CompletedProce
     )
 
 
-def _stand_in(venv: Path, installed: bool) -> None:
+def _stand_in(venv: Path, installed: bool, stamp: str = ".installed", after: float = 3600) -> None:
     """A virtual environment that is this test run's own Python (bin/activate puts its bin on
-    PATH), marked installed (or not) after pyproject.toml and constraints.txt last changed."""
+    PATH), marked installed (or not): ``stamp`` (``.installed``: every extra, ``.installed-tour``:
+    the tour's) dated ``after`` seconds after pyproject.toml and constraints.txt last changed."""
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").symlink_to(sys.executable)
     bin_dir = Path(sys.executable).parent
     (venv / "bin" / "activate").write_text(f'PATH="{bin_dir}:$PATH"; export PATH\n')
     if installed:
-        stamp = venv / ".installed"
-        stamp.touch()
-        later = time.time() + 3600
-        os.utime(stamp, (later, later))
+        _stamp(venv / stamp, after)
+
+
+def _stamp(path: Path, after: float) -> None:
+    """An install's stamp, dated ``after`` seconds after (negative: before) the last change."""
+    path.touch()
+    changed = max((ROOT / name).stat().st_mtime for name in ("pyproject.toml", "constraints.txt"))
+    os.utime(path, (changed + after, changed + after))
 
 
 def test_a_fresh_machine_gets_a_venv_the_install_then_the_command(tmp_path):
@@ -49,14 +55,15 @@ def test_a_fresh_machine_gets_a_venv_the_install_then_the_command(tmp_path):
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     creates = lines.index(f"python3 -m venv {venv}")
-    installs = next(i for i, line in enumerate(lines) if INSTALL in line)
+    installs = next(i for i, line in enumerate(lines) if TOUR in line)  # the tour's extra only
     runs = next(
         i for i, line in enumerate(lines) if "dapr run experiments/rank_fusion.yaml" in line
     )
-    assert creates < installs < runs
+    assert creates < installs < runs and INSTALL not in run.stdout
     test = _make("-n", "test", f"VENV={venv}")
     assert test.returncode == 0, test.stderr
     assert f"python3 -m venv {venv}" in test.stdout and INSTALL in test.stdout
+    assert TOUR not in test.stdout
     assert "pytest" in test.stdout.splitlines()[-3]
 
 
@@ -69,6 +76,20 @@ def test_an_installed_venv_is_not_installed_again_until_pyproject_changes(tmp_pa
         assert "venv" not in done.stdout.replace(str(venv), "VENV") and INSTALL not in done.stdout
     changed = _make("-n", "-W", "pyproject.toml", "test", f"VENV={venv}")  # as if just edited
     assert INSTALL in changed.stdout and "-m venv" not in changed.stdout
+
+
+def test_the_tour_installs_its_extra_unless_a_full_install_is_up_to_date(tmp_path):
+    toured = tmp_path / "toured"
+    _stand_in(toured, installed=True, stamp=".installed-tour")
+    run = _make("-n", "run", f"VENV={toured}")
+    assert run.returncode == 0 and "pip install" not in run.stdout, run.stdout + run.stderr
+    test = _make("-n", "test", f"VENV={toured}")  # the suite needs every extra
+    assert INSTALL in test.stdout and TOUR not in test.stdout, test.stdout
+    stale = tmp_path / "stale"  # both installs older than pyproject.toml: the tour's alone
+    _stand_in(stale, installed=True, after=-3600)
+    _stamp(stale / ".installed-tour", -3600)
+    run = _make("-n", "run", f"VENV={stale}")
+    assert TOUR in run.stdout and INSTALL not in run.stdout, run.stdout + run.stderr
 
 
 def test_make_test_keeps_the_exit_status_of_pytest(tmp_path):
