@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -21,6 +22,7 @@ Qrels = dict[str, dict[str, int]]
 """Query id -> item id -> graded relevance (the shape pytrec_eval reads)."""
 
 SPLITS = ("train", "dev", "test")
+"""The split names a dataset may have."""
 RANKING = "score desc, id desc"
 """How a :class:`Run` orders its rows (see :func:`rank_order`); part of every cached run's key,
 so runs stored under another rule are computed again."""
@@ -31,10 +33,13 @@ class Passage:
     """One retrievable unit of a document, at its position (0-based) in reading order."""
 
     id: str
+    """Unique in the corpus: what runs and qrels name."""
     doc_id: str
+    """The :class:`Document` it belongs to."""
     position: int
     text: str
     is_candidate: bool = True
+    """False for a passage that is context only: part of its document's text, never retrieved."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +49,7 @@ class Document:
     id: str
     title: str
     passages: tuple[Passage, ...]
+    """In reading order, ``passages[i].position == i``."""
 
     TEXT = "passages joined by spaces, no title"
     """How :attr:`text` is made (part of document-level cache keys)."""
@@ -55,12 +61,24 @@ class Document:
         return " ".join(p.text for p in self.passages).strip()
 
 
+class Record(Protocol):
+    """Where a corpus's fingerprint and ids are kept between processes."""
+
+    def recall(self) -> tuple[str, CorpusIds] | None:
+        """The kept fingerprint and ids, if they can be trusted."""
+
+    def keep(self, fingerprint: str, ids: CorpusIds) -> None:
+        """Keep what a full read found."""
+
+
 @dataclass(frozen=True)
 class Split:
     """The queries of one split and their graded judgements."""
 
     queries: Queries
+    """Query id -> query text."""
     qrels: Qrels
+    """Query id -> passage id -> grade."""
 
 
 class Corpus:
@@ -68,23 +86,34 @@ class Corpus:
 
     ``source`` is either a sequence of documents or a function returning a fresh iterator, so
     a corpus larger than memory is read once per pass and never held whole. One pass gives
-    both :attr:`fingerprint` and :attr:`ids`, whichever is asked for first.
+    both :attr:`fingerprint` and :attr:`ids`, whichever is asked for first; with a ``record``
+    (a dataset directory's, :mod:`dapr.datasets.record`) they come from it when it can be
+    trusted, and a full read writes it for the next process.
     """
 
-    def __init__(self, source: Sequence[Document] | Callable[[], Iterable[Document]]):
+    def __init__(
+        self,
+        source: Sequence[Document] | Callable[[], Iterable[Document]],
+        record: Record | None = None,
+    ):
         self._source = source
         self._scanned: ScannedIds | None = None
+        self._record = record
+        self._recalled: bool | None = None
 
     def __iter__(self) -> Iterator[Document]:
         yield from (self._source() if callable(self._source) else self._source)
 
     def passages(self) -> Iterator[Passage]:
+        """Every passage, document by document in corpus order."""
         for document in self:
             yield from document.passages
 
     @cached_property
     def ids(self) -> CorpusIds:
         """Passage ids, document ids and the passage -> document map, as compact arrays."""
+        if self._scanned is None and self._recall():
+            return self.__dict__["ids"]
         if self._scanned is None:
             self._scan()
         scanned, self._scanned = self._scanned, None
@@ -108,12 +137,28 @@ class Corpus:
             doc_of=np.repeat(np.arange(len(sizes), dtype=np.int64), sizes),
         )
         ids._indexes.update(indexes)
+        if self._record is not None:
+            self._record.keep(self.__dict__["fingerprint"], ids)
         return ids
 
     @cached_property
     def fingerprint(self) -> str:
         """A content hash of every id, title, text and candidate flag, in order."""
-        return self._scan()
+        if self._recall():
+            return self.__dict__["fingerprint"]
+        fingerprint = self._scan()
+        if self._record is not None:
+            self.ids  # noqa: B018 - the record holds both: write it now
+        return fingerprint
+
+    def _recall(self) -> bool:
+        """Whether the record gave :attr:`fingerprint` and :attr:`ids` (asked once)."""
+        if self._recalled is None:
+            found = self._record.recall() if self._record is not None else None
+            if found is not None:
+                self.__dict__["fingerprint"], self.__dict__["ids"] = found
+            self._recalled = found is not None
+        return self._recalled
 
     def _scan(self) -> str:
         """One pass: the fingerprint (returned and cached) and, unless :attr:`ids` is known,
@@ -162,6 +207,8 @@ class Dataset:
     root: Path | None = field(default=None, compare=False)
 
     def split(self, name: str) -> Split:
+        """The split ``name``; a :class:`~dapr.errors.DaprError` naming those there are if it is
+        missing."""
         if name not in self.splits:
             have = ", ".join(self.splits) or "none"
             raise DaprError(f"dataset {self.name!r} has no split {name!r}; choose from: {have}")
@@ -227,7 +274,14 @@ class Run:
         scores: Sequence[np.ndarray],
         vocab: np.ndarray,
     ) -> Run:
-        """A run from per-query arrays of item codes and scores, in any order."""
+        """A run from per-query arrays of item codes and scores, in any order (each query's rows
+        are put in rank order): what a retriever's ``search`` builds without a dict per query.
+
+        :param queries: The query ids.
+        :param items: For each query, its items as codes into ``vocab`` (integers).
+        :param scores: For each query, its items' scores, aligned with ``items``.
+        :param vocab: The item ids the codes index (an array of ``str``).
+        """
         lengths = np.fromiter((len(x) for x in items), dtype=np.int64, count=len(items))
         offsets = np.zeros(len(items) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
@@ -302,6 +356,7 @@ class Run:
 
     @classmethod
     def load(cls, path: Path) -> Run:
+        """A run that :meth:`save` stored."""
         with np.load(path, allow_pickle=False) as z:
             return cls(
                 queries=z["queries"].astype(object),

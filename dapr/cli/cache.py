@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import argparse
 from datetime import timedelta
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dapr.errors import DaprError
+
+if TYPE_CHECKING:
+    from dapr.data import Corpus
+    from dapr.store.housekeeping import Entry
 
 
 def add(commands: argparse._SubParsersAction) -> None:
@@ -16,13 +23,24 @@ def add(commands: argparse._SubParsersAction) -> None:
     listing.set_defaults(handler=_ls)
     check = actions.add_parser(
         "verify",
-        help="check every entry against the checksums recorded when it was written",
+        help="check every entry against the checksums recorded when it was written, and "
+        "every prepared dataset's corpus record against its corpus",
         description="Reads every file of every complete entry and compares its size and "
         "checksum with those recorded when the entry was written. Damaged entries are moved "
-        "to $DAPR_HOME/cache/.quarantine (a run computes them again). Exit status 1 when any "
-        "was damaged.",
+        "to $DAPR_HOME/cache/.quarantine (a run computes them again). Then reads the corpus of "
+        "every dataset that has a corpus record (the fingerprint and ids a full read keeps, in "
+        "$DAPR_HOME/datasets, for the next process) and compares: a record whose files look "
+        "unchanged but disagree with it is removed (the next read writes it again). Exit "
+        "status 2 when a record disagreed, else 1 when an entry was damaged.",
     )
     check.add_argument("--kind", action="append", help="only these kinds (indexes, runs)")
+    check.add_argument(
+        "--dataset",
+        action="append",
+        metavar="NAME_OR_DIR",
+        help="only the corpus record of this dataset (a registered name or a dataset "
+        "directory, also outside $DAPR_HOME); with --kind, those entries too",
+    )
     check.set_defaults(handler=_verify)
     prune = actions.add_parser(
         "prune",
@@ -56,15 +74,67 @@ def _ls(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from dapr.datasets.record import records
     from dapr.store.cache import Cache
     from dapr.store.housekeeping import verify
 
-    cache = Cache()
-    checked, damaged = verify(cache, args.kind)
-    for entry in damaged:
-        print(f"  damaged  {entry.kind}/{entry.key}: {entry.damage}; moved to quarantine")
-    print(f"{checked} entries verified, {len(damaged)} damaged, in {cache.root}")
-    return 1 if damaged else 0
+    datasets = [_dataset_dir(d) for d in args.dataset] if args.dataset else None
+    damaged: list[Entry] = []
+    if args.kind or datasets is None:
+        cache = Cache()
+        checked, damaged = verify(cache, args.kind)
+        for entry in damaged:
+            print(f"  damaged  {entry.kind}/{entry.key}: {entry.damage}; moved to quarantine")
+        print(f"{checked} entries verified, {len(damaged)} damaged, in {cache.root}")
+    mismatched = 0
+    if datasets is not None or not args.kind:
+        mismatched = _verify_records(datasets if datasets is not None else records())
+    return 2 if mismatched else 1 if damaged else 0
+
+
+def _dataset_dir(name: str) -> Path:
+    """The directory of a dataset given by registered name or path."""
+    from dapr.datasets.adapter import Adapter
+    from dapr.registry import datasets
+
+    if name in datasets:
+        found = datasets.get(name)
+        if isinstance(found, Adapter):
+            return found.prepared
+        raise DaprError(f"--dataset {name}: is read by a function, not from a directory")
+    if Path(name).is_dir():
+        return Path(name)
+    raise DaprError(
+        f"--dataset {name}: not a registered dataset nor a dataset directory; give a name "
+        "from `dapr data list` or a directory"
+    )
+
+
+def _corpus(folder: Path) -> Corpus:
+    """The corpus of a dataset directory, read as if it had no record."""
+    from dapr.datasets import read_dataset
+
+    return read_dataset(folder, remember=False).corpus
+
+
+def _verify_records(folders: list[Path]) -> int:
+    """Check the corpus record of each dataset directory; how many disagreed."""
+    from dapr.datasets.record import audit
+
+    checked, mismatched = 0, 0
+    for folder in folders:
+        status, why = audit(folder, partial(_corpus, folder))
+        if status == "none":
+            print(f"  none     {folder}: {why}")
+            continue
+        checked += status != "outdated"
+        if status == "outdated":
+            print(f"  outdated {folder}: {why}; record removed (the next read writes it)")
+        elif status == "mismatch":
+            mismatched += 1
+            print(f"  mismatch {folder}: {why}; record removed (the next read writes it)")
+    print(f"{checked} corpus records verified, {mismatched} disagreed with their corpus")
+    return mismatched
 
 
 def _prune(args: argparse.Namespace) -> int:

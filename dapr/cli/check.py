@@ -75,10 +75,13 @@ def _check(args: argparse.Namespace) -> int:
         except ConfigError as error:  # each experiment of a grid on its own line
             problems.append(str(error))
     costs: list[Estimate] = []
-    for n, experiment in enumerate(experiments):
-        if n:
-            print()
-        problems += _show(experiment, args, costs)
+    from dapr.datasets.record import read_only
+
+    with read_only():  # a corpus record is used, never written: check writes nothing
+        for n, experiment in enumerate(experiments):
+            if n:
+                print()
+            problems += _show(experiment, args, costs)
     if args.cost and len(costs) > 1:
         from dapr.experiment.estimate import FileEstimate, render_file
 

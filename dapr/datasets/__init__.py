@@ -39,13 +39,14 @@ def load_dataset(name: str, **kwargs: Any) -> Dataset:
     return datasets.get(name)(**kwargs)
 
 
-def read_dataset(path: Path, name: str | None = None) -> Dataset:
-    """A dataset directory in the hub layout (JSON lines or parquet) or the original DAPR dump."""
+def read_dataset(path: Path, name: str | None = None, remember: bool = True) -> Dataset:
+    """A dataset directory in the hub layout (JSON lines or parquet) or the original DAPR dump;
+    ``remember``: see :func:`~dapr.datasets.hub.read_hub`."""
     path = Path(path)
     layout = _detect_layout(path)
     if layout == "dump":
         return read_dump(path, name)
-    return read_hub(path, layout, name)
+    return read_hub(path, layout, name, remember)
 
 
 def _detect_layout(path: Path) -> str:

@@ -26,6 +26,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from dapr.data import SPLITS, Corpus, Dataset, Document, Passage, Qrels, Queries, Split
+from dapr.datasets.record import CorpusRecord, is_record
 from dapr.errors import DataError
 from dapr.io import faults
 from dapr.io.checks import PassageTally
@@ -81,8 +82,10 @@ _LABELS_NEEDS = "every labels row needs query_id and label"
 # --------------------------------------------------------------------------- read
 
 
-def read_hub(path: Path, ext: str, name: str | None = None) -> Dataset:
-    """A directory in the hub layout of ``ext`` files; splits are read now, the corpus lazily."""
+def read_hub(path: Path, ext: str, name: str | None = None, remember: bool = True) -> Dataset:
+    """A directory in the hub layout of ``ext`` files; splits are read now, the corpus lazily.
+    With ``remember``, the corpus's fingerprint and ids come from (and go to) the directory's
+    record (:mod:`dapr.datasets.record`) while its files are unchanged."""
     corpus_files = _corpus_files(path, ext)
     if ext == "parquet":
         for corpus_file in corpus_files:
@@ -98,7 +101,8 @@ def read_hub(path: Path, ext: str, name: str | None = None) -> Dataset:
         if qrels_file.is_file():
             qrels_files.append(qrels_file)
     judged = {item for split in splits.values() for items in split.qrels.values() for item in items}
-    corpus = Corpus(partial(_hub_documents, corpus_files, judged, qrels_files))
+    record = CorpusRecord(path) if remember else None
+    corpus = Corpus(partial(_hub_documents, corpus_files, judged, qrels_files), record)
     labels_file = path / f"labels.{ext}"
     labels = _read_labels(labels_file) if labels_file.is_file() else {}
     level, notes, language = _read_meta(path / META_FILE)
@@ -323,7 +327,10 @@ TABLE_FOLDERS = ("corpus", "queries", "qrels")
 
 def hub_file(path: PurePosixPath, extra_folders: tuple[str, ...] = ()) -> bool:
     """Whether ``path`` (relative to a dataset directory) is part of the hub layout: rewriting
-    a dataset replaces these and keeps every other file of the directory."""
+    a dataset replaces these and keeps every other file of the directory (but the corpus record,
+    which describes the files replaced)."""
+    if path.parts and is_record(path.parts[0]):
+        return True
     tables = path.suffix in (".jsonl", ".parquet")
     folders = (*TABLE_FOLDERS, *extra_folders)
     if len(path.parts) == 1:

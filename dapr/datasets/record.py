@@ -1,0 +1,291 @@
+"""A corpus read once: the fingerprint and id arrays of a dataset directory's corpus, kept in a
+record so that a later process (a Ray job of the same grid, on any machine that shares
+``$DAPR_HOME``) takes them from there instead of reading the whole corpus again. A prepared
+dataset (``$DAPR_HOME/datasets/<name>``) holds its record in ``.dapr-corpus-record/``; a dataset
+directory elsewhere has it in ``$DAPR_HOME/datasets/.corpus-records/<hash of its path>/``, since
+dapr writes nothing into the user's folders.
+
+The record holds the stat signature of every file of the dataset directory (its path, size,
+modification time in nanoseconds and inode) as it was before the corpus was read, the corpus
+fingerprint, and the ids as arrays numpy memory-maps (``passage_ids.npy`` and ``doc_ids.npy``:
+the UTF-8 ids joined by newlines; ``doc_of.npy``: int64). It is written, atomically and sealed
+with checksums, after every full read that found no record to trust; it is trusted only while
+the signature is unchanged and every file is older than the signature by :data:`RACY_NS` (a
+file rewritten within its timestamp's resolution keeps its modification time). ``dapr cache
+verify`` reads the corpus again and compares (:func:`audit`). The readers, the hub layout's
+writers and the dataset's fingerprint never see it; where it cannot be written there is none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from dapr.data import Corpus
+from dapr.errors import DaprError, DataError
+from dapr.ids import CorpusIds, string_array
+from dapr.io.files import atomic_directory, read_at_most, writer, writer_gone
+from dapr.paths import home
+from dapr.store.checksums import damage, seal
+
+RECORD = ".dapr-corpus-record"
+"""The record's folder in a prepared dataset."""
+ELSEWHERE = ".corpus-records"
+"""The folder of ``$DAPR_HOME/datasets`` with the records of dataset directories elsewhere."""
+FORMAT = 1
+RACY_NS = 2_000_000_000
+"""How much older than the signature every file must be for the record to be trusted."""
+_META = "record.json"
+_ARRAYS = ("passage_ids", "doc_ids", "doc_of")
+_MAX_META = 1 << 26
+
+Signature = list[list[str | int]]
+"""``[path, size, mtime_ns, inode]`` of every file, by path."""
+_writing: ContextVar[bool] = ContextVar("dapr_corpus_records_written", default=True)
+
+
+@contextmanager
+def read_only() -> Iterator[None]:
+    """Within the block records are used but none is written (``dapr check`` writes nothing)."""
+    token = _writing.set(False)
+    try:
+        yield
+    finally:
+        _writing.reset(token)
+
+
+def is_record(name: str) -> bool:
+    """Whether a top-level name of a dataset directory is the record, or a temporary or lock of
+    its writer (``..dapr-corpus-record.<pid>...tmp``)."""
+    return name == RECORD or name.startswith(f".{RECORD}.")
+
+
+def signature(root: Path) -> Signature:
+    """The stat of every file under ``root`` but the record (symbolic links followed)."""
+    found: Signature = []
+    seen: set[tuple[int, int]] = set()
+    for folder, directories, files in os.walk(root, followlinks=True):
+        here = Path(folder)
+        where = os.stat(here)
+        if (where.st_dev, where.st_ino) in seen:  # a link back up: walked already
+            directories.clear()
+            continue
+        seen.add((where.st_dev, where.st_ino))
+        relative = here.relative_to(root).as_posix()
+        if relative == ".":
+            directories[:] = [d for d in directories if not is_record(d)]
+            files = [f for f in files if not is_record(f)]
+        for name in files:
+            with contextlib.suppress(FileNotFoundError):
+                stat = os.stat(here / name)
+                path = name if relative == "." else f"{relative}/{name}"
+                found.append([path, stat.st_size, stat.st_mtime_ns, stat.st_ino])
+    return sorted(found)
+
+
+def record_folder(root: Path) -> Path:
+    """Where the record of the dataset directory ``root`` lives."""
+    datasets = Path(os.path.realpath(home() / "datasets"))
+    real = Path(os.path.realpath(root))
+    if real.parent == datasets:
+        return root / RECORD
+    return datasets / ELSEWHERE / hashlib.blake2b(os.fsencode(real), digest_size=10).hexdigest()
+
+
+@dataclass
+class CorpusRecord:
+    """The record of the dataset directory ``root``, as :class:`~dapr.data.Corpus` uses it."""
+
+    root: Path
+    _before: tuple[Signature, int] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def folder(self) -> Path:
+        return record_folder(self.root)
+
+    def recall(self) -> tuple[str, CorpusIds] | None:
+        """The fingerprint and ids, if the record is there and may be trusted; the signature
+        taken now is what :meth:`keep` writes."""
+        try:
+            self._before = (signature(self.root), time.time_ns())
+            meta = _meta(self.folder)
+            if meta is None or meta["files"] != self._before[0] or _racy(meta):
+                return None
+            if damage(self.folder, hashes=False) is not None:
+                return None
+            return meta["fingerprint"], _load_ids(self.folder, meta)
+        except (OSError, ValueError, KeyError, TypeError, DaprError):
+            return None
+
+    def keep(self, fingerprint: str, ids: CorpusIds) -> None:
+        """Write the record of a full read (the signature :meth:`recall` took, if the files are
+        unchanged since); a directory that cannot be written to gets none."""
+        if self._before is None or not _writing.get():
+            return
+        files, stamp = self._before
+        with contextlib.suppress(OSError, DaprError):
+            if signature(self.root) != files:  # changed while it was read
+                return
+            write(self.folder, self.root, files, stamp, fingerprint, ids)
+
+
+def write(
+    folder: Path, root: Path, files: Signature, stamp: int, fingerprint: str, ids: CorpusIds
+) -> None:
+    """Write the record of ``root`` at ``folder`` (replacing one there) in one step."""
+    passage_ids, doc_ids = _joined(ids.passage_ids), _joined(ids.doc_ids)
+    if passage_ids is None or doc_ids is None:
+        return  # an id holds a newline: not a hub corpus, nothing to record
+    doc_of = np.asarray(ids.doc_of, dtype=np.int64)
+    arrays = {"passage_ids": passage_ids, "doc_ids": doc_ids, "doc_of": doc_of}
+    meta = {
+        "format": FORMAT,
+        "fingerprint": fingerprint,
+        "passages": len(ids.passage_ids),
+        "documents": len(ids.doc_ids),
+        "stamp_ns": stamp,
+        "root": os.path.realpath(root),
+        "files": files,
+    }
+    _remove_stale(folder)
+    with atomic_directory(folder) as tmp:
+        for name, array in arrays.items():
+            np.save(tmp / f"{name}.npy", array, allow_pickle=False)
+        (tmp / ".gitignore").write_text("*\n")  # dapr's own, even in a checkout
+        (tmp / _META).write_text(json.dumps(meta))
+        seal(tmp)
+
+
+def audit(root: Path, read: Callable[[], Corpus]) -> tuple[str, str]:
+    """Check the record of ``root`` against the corpus ``read`` gives (one that trusts no
+    record), read in full: ``("none", ...)`` without a record, ``("outdated", ...)`` when its
+    files changed since (the record is removed: the next read writes a new one), ``("ok", "")``,
+    or ``("mismatch", why)`` when the files look unchanged but what they hold is not what the
+    record says (the record is removed)."""
+    folder = record_folder(root)
+    if not folder.is_dir():
+        return "none", "no corpus record"
+    if not root.is_dir():
+        return _removed(folder, "outdated", "the dataset directory is gone")
+    try:
+        meta = _meta(folder)
+    except (OSError, ValueError):
+        meta = None
+    if meta is None:
+        return _removed(folder, "mismatch", f"{_META} is unreadable")
+    if meta.get("files") != signature(root):
+        return _removed(folder, "outdated", "its files changed since the record was written")
+    problem = damage(folder)
+    if problem is None:
+        try:
+            corpus = read()
+            fingerprint, ids = corpus.fingerprint, corpus.ids
+        except DataError as e:
+            return _removed(folder, "mismatch", f"the dataset no longer reads ({e})")
+        problem = _differs(meta, fingerprint, ids, folder)
+    return ("ok", "") if problem is None else _removed(folder, "mismatch", problem)
+
+
+def records() -> list[Path]:
+    """The dataset directories that have a record: the prepared ones, then those elsewhere."""
+    datasets = home() / "datasets"
+    if not datasets.is_dir():
+        return []
+    found = sorted(p for p in datasets.iterdir() if (p / RECORD).is_dir())
+    for folder in sorted((datasets / ELSEWHERE).glob("*")):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            meta = _meta(folder)
+            if meta is not None and record_folder(Path(meta["root"])) == folder:
+                found.append(Path(meta["root"]))
+    return found
+
+
+def _differs(meta: dict, fingerprint: str, ids: CorpusIds, folder: Path) -> str | None:
+    if meta.get("fingerprint") != fingerprint:
+        return f"its fingerprint is {meta.get('fingerprint')!r}, the corpus's {fingerprint!r}"
+    try:
+        kept = _load_ids(folder, meta)
+    except (OSError, ValueError, KeyError, TypeError):
+        return "its id arrays are unreadable"
+    for name in ("passage_ids", "doc_ids", "doc_of"):
+        mine, theirs = getattr(kept, name), getattr(ids, name)
+        if len(mine) != len(theirs) or not (np.asarray(mine) == np.asarray(theirs)).all():
+            return f"its {name} differ from the corpus's"
+    return None
+
+
+def _removed(folder: Path, status: str, why: str) -> tuple[str, str]:
+    shutil.rmtree(folder, ignore_errors=True)
+    return status, why
+
+
+def _meta(folder: Path) -> dict | None:
+    """The record's ``record.json`` if it is of this format, else None."""
+    path = folder / _META
+    if not path.is_file():
+        return None
+    meta = json.loads(read_at_most(path, _MAX_META))
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        return None
+    return meta
+
+
+def _racy(meta: dict) -> bool:
+    """Whether a file was modified too shortly before the signature was taken to be trusted."""
+    stamp = int(meta["stamp_ns"])
+    return any(int(mtime) > stamp - RACY_NS for _, _, mtime, _ in meta["files"])
+
+
+def _joined(ids: np.ndarray) -> np.ndarray | None:
+    """The ids as UTF-8 bytes joined by newlines (None if an id holds one)."""
+    values = ids.tolist()
+    text = "\n".join(values)
+    if text.count("\n") != max(len(values) - 1, 0):
+        return None
+    return np.frombuffer(text.encode(), dtype=np.uint8)
+
+
+def _split(blob: np.ndarray, count: int) -> np.ndarray:
+    values = blob.tobytes().decode().split("\n") if count else []
+    if len(values) != count:
+        raise ValueError(f"{count} ids recorded, {len(values)} stored")
+    return string_array(values)
+
+
+def _load_ids(folder: Path, meta: dict) -> CorpusIds:
+    """The recorded ids; ``doc_of`` memory-mapped."""
+    loaded = {
+        name: np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in _ARRAYS
+    }
+    doc_of = loaded["doc_of"]
+    if doc_of.dtype != np.int64 or len(doc_of) != meta["passages"]:
+        raise ValueError("doc_of does not fit the record")
+    return CorpusIds(
+        passage_ids=_split(loaded["passage_ids"], int(meta["passages"])),
+        doc_ids=_split(loaded["doc_ids"], int(meta["documents"])),
+        doc_of=doc_of,
+    )
+
+
+def _remove_stale(folder: Path) -> None:
+    """Remove what writers of the record that are gone left beside it."""
+    prefix = f".{folder.name}."
+    for path in folder.parent.glob(f"{prefix}*"):
+        by = writer(path.name[len(prefix) :])
+        if by is not None and writer_gone(*by):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
