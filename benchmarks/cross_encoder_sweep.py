@@ -6,7 +6,9 @@ On COVID-QA (real questions over long articles, split by article: 60% of the art
 ``train_cross_encoder`` under each setting below, then re-ranks the untrained dual encoder's
 top 20 for every test question. Each setting varies one or a few things from ``base`` (the
 table shows them all); every result is appended to a JSON-lines file as it finishes (a rerun
-skips what is there), and ``--table`` prints the markdown table of that file.
+skips what is there), and ``--table`` prints the markdown table of that file. The data are the
+raw files ``dapr data build COVID-QA --download`` (and ``XQuAD`` for the ``xquad-too`` settings)
+keep in ``$DAPR_HOME/raw``, or ``--data DIR`` holding ``covid-qa/`` and ``xquad/``.
 
     python benchmarks/cross_encoder_sweep.py --out benchmarks/cross-encoder-sweep.jsonl
     python benchmarks/cross_encoder_sweep.py --out benchmarks/cross-encoder-sweep.jsonl --table
@@ -21,8 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-"""Where COVID-QA and XQuAD lie: the shared samples beside the checkout (``--data`` sets it)."""
+FOLDERS = {"COVID-QA": "covid-qa", "XQuAD": "xquad"}
+"""The folder of each dataset's raw file under ``--data``."""
 
 BASE = {
     "learning_rate": 1e-4, "warmup_ratio": 0.1, "epochs": 1.0, "negatives": 3, "mined": "bm25",
@@ -61,7 +63,29 @@ SETTINGS = {
 times epochs is held near 3 x 1 where it changes, so settings cost about the same."""
 
 
-def prepare(work: Path, depth: int, max_words: int, data: Path = DATA):
+def sources(data: Path | None, names: list[str]) -> dict[str, Path]:
+    """The raw file of each dataset of ``names``: under ``data`` (see :data:`FOLDERS`), else the
+    one ``dapr data build NAME --download`` keeps; a one-line exit saying how to get it."""
+    from dapr.datasets.adapter import adapter_of
+
+    found = {}
+    for name in names:
+        adapter = adapter_of(name)
+        file = adapter.raw_files[0].path
+        path = data / FOLDERS[name] / file if data else adapter.raw / file
+        where = f"{FOLDERS[name]}/{file}"
+        if not path.is_file() and data:
+            raise SystemExit(f"--data {data}: no {where}; put {name}'s raw file there")
+        if not path.is_file():
+            raise SystemExit(
+                f"{name} is not fetched ({path}): run `dapr data build {name} --download` once, "
+                f"or give --data DIR holding {where}"
+            )
+        found[name] = path
+    return found
+
+
+def prepare(work: Path, depth: int, max_words: int, covid: Path):
     """COVID-QA's splits, passage texts, BM25 and the untrained dual encoder's runs (train
     queries: mining and the teacher; test queries: the first stage), cached under ``work``."""
     from dapr.data import Run
@@ -69,9 +93,8 @@ def prepare(work: Path, depth: int, max_words: int, data: Path = DATA):
     from dapr.retrievers.bm25 import BM25
     from dapr.retrievers.dense import Dense
 
-    root = data / "covid-qa"
     dataset = load_dataset(
-        "COVID-QA", path=str(root), train_articles=0.6, dev_articles=0.1, max_words=max_words
+        "COVID-QA", path=str(covid), train_articles=0.6, dev_articles=0.1, max_words=max_words
     )
     texts = {p.id: p.text for d in dataset.corpus for p in d.passages if p.is_candidate}
     train, test = dataset.split("train"), dataset.split("test")
@@ -91,15 +114,14 @@ def prepare(work: Path, depth: int, max_words: int, data: Path = DATA):
     return dataset, texts, {k: Run.from_dict(v) for k, v in runs.items()}
 
 
-def xquad_rows(work: Path, negatives: int, sample_from: int, data: Path = DATA) -> list:
+def xquad_rows(work: Path, negatives: int, sample_from: int, xquad: Path) -> list:
     """Training rows from XQuAD's 1,190 questions, negatives mined by BM25 over its paragraphs."""
     from dapr.data import Run
     from dapr.datasets import load_dataset
     from dapr.retrievers.bm25 import BM25
     from dapr.training.examples import examples
 
-    root = data / "xquad" / "xquad.en.json"
-    dataset = load_dataset("squad", path=str(root))
+    dataset = load_dataset("squad", path=str(xquad))
     texts = {p.id: p.text for d in dataset.corpus for p in d.passages if p.is_candidate}
     split = dataset.split("test")
     runs_file = work / "runs-xquad.json"
@@ -113,7 +135,7 @@ def xquad_rows(work: Path, negatives: int, sample_from: int, data: Path = DATA) 
 
 
 def one(name: str, dataset, texts, runs, work: Path, depth: int, max_words: int,
-        data: Path = DATA) -> dict:  # fmt: skip
+        xquad: Path | None = None) -> dict:  # fmt: skip
     """Train the cross-encoder of setting ``name`` and measure its re-ranking."""
     import torch
     from sentence_transformers import CrossEncoder
@@ -131,7 +153,8 @@ def one(name: str, dataset, texts, runs, work: Path, depth: int, max_words: int,
                     mined=runs[f"{s['mined']}-train"], mined_count=s["negatives"],
                     sample_from=s["sample_from"])  # fmt: skip
     if s["extra"] == "xquad":  # XQuAD's questions too, with negatives BM25 mined from XQuAD
-        rows += xquad_rows(work, s["negatives"], s["sample_from"], data)
+        assert xquad is not None, "sources() finds XQuAD for the settings that train on it"
+        rows += xquad_rows(work, s["negatives"], s["sample_from"], xquad)
     teacher = []
     if s["distill"]:
         teacher = teacher_rows(runs[f"{s['teacher']}-train"].to_dict(), train.queries, texts, 20, 3)
@@ -218,7 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", nargs="*", default=list(SETTINGS), choices=list(SETTINGS))
     parser.add_argument("--depth", type=int, default=20)
     parser.add_argument("--max-words", type=int, default=80, help="COVID-QA's passage length")
-    parser.add_argument("--data", type=Path, default=DATA, help="folder of covid-qa/ and xquad/")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        help="folder of covid-qa/covid-qa.json and xquad/xquad.en.json "
+        "(default: the raw files `dapr data build NAME --download` fetched)",
+    )
     parser.add_argument("--table", action="store_true", help="print the table and stop")
     args = parser.parse_args(argv)
     out = Path(args.out)
@@ -226,14 +254,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.table:
         print(table(done))
         return 0
+    xquad = any(SETTINGS[name].get("extra") == "xquad" for name in args.settings)
+    found = sources(args.data, ["COVID-QA", "XQuAD"] if xquad else ["COVID-QA"])
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    dataset, texts, runs = prepare(work, args.depth, args.max_words, args.data)
+    dataset, texts, runs = prepare(work, args.depth, args.max_words, found["COVID-QA"])
     for name in args.settings:
         if any(r["setting"] == name and r["max_words"] == args.max_words for r in done):
             continue
         print(f"== {name}", flush=True)
-        result = one(name, dataset, texts, runs, work, args.depth, args.max_words, args.data)
+        result = one(
+            name, dataset, texts, runs, work, args.depth, args.max_words, found.get("XQuAD")
+        )
         print(json.dumps(result), flush=True)
         with out.open("a") as f:
             f.write(json.dumps(result) + "\n")

@@ -8,7 +8,10 @@ once in one process pinned to one CPU, once in a spawn pool of one process per c
 documents (longest first). Parity is the mean over documents of |native top 10 & pke top 10| /
 |pke top 10|, from the one-process runs. Prints a markdown table with the native / pke ratios.
 
-    python benchmarks/keyphrases.py [--wiki 103] [--xquad 48] [--no-pool]
+XQuAD's English file is the one ``dapr data build XQuAD --download`` keeps in
+``$DAPR_HOME/raw/XQuAD`` (``--xquad-file`` gives another; ``--xquad 0`` needs none).
+
+    python benchmarks/keyphrases.py [--wiki 103] [--xquad 48] [--xquad-file PATH] [--no-pool]
 """
 
 from __future__ import annotations
@@ -28,15 +31,33 @@ from child import run_child
 BACKENDS = ("pke", "native")
 LABELS = {"pke": "pke (reference)", "native": "native"}
 PAPER_PKE_WORDS_PER_SECOND = 618.8
-XQUAD = Path(__file__).resolve().parents[2] / "shared" / "data" / "xquad" / "xquad.en.json"
 WARM_UP = "Solar panels convert sunlight into electricity. Many homes install solar panels."
 
 
 # --- documents --------------------------------------------------------------------------------
 
 
-def documents(wiki: int, xquad: int) -> list[tuple[str, str]]:
-    """``(name, text)`` of the first ``wiki`` wiki-sample and ``xquad`` XQuAD articles."""
+def xquad_file(given: Path | None) -> Path:
+    """XQuAD's English file: ``given``, else the one ``dapr data build XQuAD --download`` keeps;
+    a one-line exit saying how to get it when it is not there."""
+    from dapr.datasets.adapter import adapter_of
+
+    if given is not None:
+        if not given.is_file():
+            raise SystemExit(f"--xquad-file {given}: no such file; give XQuAD's xquad.en.json")
+        return given
+    adapter = adapter_of("XQuAD")
+    if not adapter.fetched():
+        raise SystemExit(
+            f"XQuAD is not in {adapter.raw}: run `dapr data build XQuAD --download` once, or give "
+            "--xquad-file PATH (or --xquad 0)"
+        )
+    return adapter.raw / adapter.raw_files[0].path
+
+
+def documents(wiki: int, xquad: int, xquad_path: Path | None = None) -> list[tuple[str, str]]:
+    """``(name, text)`` of the first ``wiki`` wiki-sample and ``xquad`` XQuAD articles (from
+    ``xquad_path``, else as :func:`xquad_file` finds it)."""
     from dapr.contextualizers.keyphrases import Keyphrases
     from dapr.data import Document, Passage
     from dapr.datasets import load_dataset
@@ -47,7 +68,8 @@ def documents(wiki: int, xquad: int) -> list[tuple[str, str]]:
         for doc in list(load_dataset("wiki-sample").corpus)[:wiki]:
             found.append((f"wiki: {doc.title}", reader.text(doc)))
     if xquad:
-        articles = json.loads(XQUAD.read_text(encoding="utf-8"))["data"][:xquad]
+        path = xquad_path or xquad_file(None)
+        articles = json.loads(path.read_text(encoding="utf-8"))["data"][:xquad]
         for i, article in enumerate(articles):
             passages = tuple(
                 Passage(f"x{i}-{j}", f"x{i}", j, p["context"])
@@ -118,17 +140,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wiki", type=int, default=10_000, help="wiki-sample articles (all)")
     parser.add_argument("--xquad", type=int, default=10_000, help="XQuAD articles (all)")
+    parser.add_argument("--xquad-file", type=Path, help="xquad.en.json (default: fetched)")
     parser.add_argument("--no-pool", action="store_true", help="skip the all-cores runs")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
         return 0
+    xquad_path = xquad_file(args.xquad_file) if args.xquad else None
 
     started = time.perf_counter()
     cores = len(os.sched_getaffinity(0))
     one_cpu = {min(os.sched_getaffinity(0))}
-    docs = documents(args.wiki, args.xquad)
+    docs = documents(args.wiki, args.xquad, xquad_path)
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="dapr-keyphrases-bench-") as folder:
         texts = Path(folder) / "texts.json"

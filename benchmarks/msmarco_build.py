@@ -1,10 +1,12 @@
 """Time and peak memory of the MSMARCO build: streaming (ours) against a reference-style build.
 
-The raw sample (9 documents, 6 train and 3 dev QnA rows) is replicated ``--scale`` times into a
-temporary directory: every replica gets new document ids, URLs and query ids, and its document
-bodies get a few random character edits, so some passages match exactly, some within 5 edits and
-some not at all. Two builds of the same files then run, each in its own process so that its peak
-RSS (``resource.getrusage``) is its own, each writing the dataset as JSON lines:
+A sample of MS MARCO's raw files, unpacked, in the folder ``--source`` (``msmarco-docs.tsv``,
+``train_v2.1.json`` and ``dev_v2.1.json``; the recorded run's held 9 documents, 6 train and 3 dev
+QnA rows) is replicated ``--scale`` times into a temporary directory: every replica gets new
+document ids, URLs and query ids, and its document bodies get a few random character edits, so
+some passages match exactly, some within 5 edits and some not at all. Two builds of the same
+files then run, each in its own process so that its peak RSS (``resource.getrusage``) is its own,
+each writing the dataset as JSON lines:
 
 - ``streaming``: ``dapr.data_loaders.msmarco`` (ijson, an SQLite store, a gzipped corpus spill);
 - ``in-memory``: the reference builder's way: ``json.load`` of both QnA files, every document in
@@ -13,7 +15,7 @@ RSS (``resource.getrusage``) is its own, each writing the dataset as JSON lines:
 Both must give the same dataset (fingerprint). A last table compares the locating function with
 the reference's matcher (``str.find``, else ``regex`` over the whole document) on a few pairs.
 
-    python benchmarks/msmarco_build.py [--scale 4000] [--keep DIR]
+    python benchmarks/msmarco_build.py --source SAMPLE [--scale 4000] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT.parent / "shared" / "data" / "dapr-raw-sample" / "MSMARCO"
+SAMPLE_FILES = ("msmarco-docs.tsv", "train_v2.1.json", "dev_v2.1.json")
 EDITS_PER_DOCUMENT = 12
 COLUMNS = ("answers", "passages", "query", "query_id", "query_type", "wellFormedAnswers")
 
@@ -56,10 +58,23 @@ def _url(url: str, replica: int) -> str:
     return f"{url}{'&' if '?' in url else '?'}replica={replica}"
 
 
-def write_scaled(target: Path, scale: int) -> dict[str, int]:
-    """The sample replicated ``scale`` times into ``target``; returns sizes."""
+def check_sample(source: Path | None) -> Path:
+    """The folder of the raw sample, or a one-line exit saying what it must hold."""
+    missing = [n for n in SAMPLE_FILES if source is None or not (source / n).is_file()]
+    if source is None or missing:
+        where = "is required" if source is None else f"{source}: no {', '.join(missing)}"
+        raise SystemExit(
+            f"--source {where}; give a folder holding a sample of MS MARCO's raw files, unpacked "
+            f"({', '.join(SAMPLE_FILES)}); `dapr data build MSMARCO --download` fetches the full "
+            "ones (gzipped) into $DAPR_HOME/raw/MSMARCO"
+        )
+    return source
+
+
+def write_scaled(sample: Path, target: Path, scale: int) -> dict[str, int]:
+    """The raw files in ``sample`` replicated ``scale`` times into ``target``; returns sizes."""
     target.mkdir(parents=True, exist_ok=True)
-    lines = (SAMPLE / "msmarco-docs.tsv").read_text(encoding="utf-8").splitlines()
+    lines = (sample / "msmarco-docs.tsv").read_text(encoding="utf-8").splitlines()
     docs = [line.split("\t") for line in lines]
     with (target / "msmarco-docs.tsv").open("w", encoding="utf-8") as out:
         for replica in range(scale):
@@ -70,7 +85,7 @@ def write_scaled(target: Path, scale: int) -> dict[str, int]:
                 out.write(f"{new_id}\t{_url(url, replica)}\t{title}\t{new_body}\n")
     rows = 0
     for name in ("train_v2.1.json", "dev_v2.1.json"):
-        qna = json.loads((SAMPLE / name).read_text(encoding="utf-8"))
+        qna = json.loads((sample / name).read_text(encoding="utf-8"))
         rows += scale * len(qna["query"])
         with (target / name).open("w", encoding="utf-8") as out:
             out.write("{")
@@ -105,6 +120,8 @@ def build_streaming(source: Path):
 def build_in_memory(source: Path):
     """The reference's way: everything loaded, then matched and assembled in lists and dicts."""
     from dapr.data_loaders import msmarco as m
+    from dapr.data_loaders import msmarco_spans as ms
+    from dapr.data_loaders.msmarco_store import SEED, _sample
 
     from dapr.data import Corpus, Dataset, Document, Passage, Split
 
@@ -123,7 +140,7 @@ def build_in_memory(source: Path):
             for p in passages:
                 if p["url"] not in docs:
                     continue
-                span = m.locate(p["passage_text"], docs[p["url"]][2])
+                span = ms.locate(p["passage_text"], docs[p["url"]][2])
                 if span and span[1] > span[0] and (p["url"], span) not in seen:
                     seen.add((p["url"], span))
                     found.append((qid, query, p["is_selected"], p["url"], span))
@@ -131,28 +148,28 @@ def build_in_memory(source: Path):
         del qna
     test = [r for r in records[m.DEV_FILE] if r[2]]
     pool = [r for r in records[m.TRAIN_FILE] if r[2]]
-    dev_qids = {r[0] for r in m._sample(pool, len(test), m.SEED)}
+    dev_qids = {r[0] for r in _sample(pool, len(test), SEED)}
     by_url: dict[str, list[tuple]] = {}
     for r in records[m.TRAIN_FILE]:
-        split = m.DEV_SPLIT if r[2] and r[0] in dev_qids else m.TRAIN_SPLIT
+        split = ms.DEV_SPLIT if r[2] and r[0] in dev_qids else ms.TRAIN_SPLIT
         by_url.setdefault(r[3], []).append((*r[4], split, r))
     for r in test:
-        by_url.setdefault(r[3], []).append((*r[4], m.TEST_SPLIT, r))
-    splits = {name: Split({}, {}) for name in m.SPLIT_NAMES}
+        by_url.setdefault(r[3], []).append((*r[4], ms.TEST_SPLIT, r))
+    splits = {name: Split({}, {}) for name in ms.SPLIT_NAMES}
     documents = []
     for url, (doc_id, title, body) in docs.items():
         if url not in by_url:
             continue
         spans = by_url[url]
         losers = set(
-            m.overlap_losers([(s, e, split, i) for i, (s, e, split, _) in enumerate(spans)])
+            ms.overlap_losers([(s, e, split, i) for i, (s, e, split, _) in enumerate(spans)])
         )
         kept = sorted(x for i, x in enumerate(spans) if i not in losers)
-        pieces = m.cut(body, [(s, e) for s, e, *_ in kept])
+        pieces = ms.cut(body, [(s, e) for s, e, *_ in kept])
         for position, (_, _, index) in enumerate(pieces):
             if index >= 0 and kept[index][3][2]:
                 _, _, split, (qid, query, *_) = kept[index]
-                target = splits[m.SPLIT_NAMES[split]]
+                target = splits[ms.SPLIT_NAMES[split]]
                 target.queries.setdefault(qid, query)
                 target.qrels.setdefault(qid, {})[f"{doc_id}-{position}"] = 1
         passages = tuple(
@@ -187,7 +204,7 @@ def child(approach: str, source: Path, out: Path) -> None:
 
 
 def run_child(approach: str, source: Path, out: Path) -> dict:
-    command = [sys.executable, __file__, "--child", approach, "--source", str(source)]
+    command = [sys.executable, __file__, "--child", approach, "--raw", str(source)]
     done = subprocess.run(
         [*command, "--out", str(out)], capture_output=True, text=True, check=False, cwd=ROOT
     )
@@ -237,22 +254,28 @@ def compare_matchers(source: Path, pairs: int) -> tuple[float, float, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--source",
+        type=Path,
+        help=f"a folder of MS MARCO raw files to scale: {', '.join(SAMPLE_FILES)}",
+    )
     parser.add_argument("--scale", type=int, default=4000, help="replicas of the raw sample")
     parser.add_argument(
         "--keep", type=Path, help="write the synthetic raw files here and keep them"
     )
     parser.add_argument("--pairs", type=int, default=150, help="pairs for the matcher table")
     parser.add_argument("--child", choices=("streaming", "in-memory"), help=argparse.SUPPRESS)
-    parser.add_argument("--source", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--raw", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.source, args.out)
+        child(args.child, args.raw, args.out)
         return
+    sample = check_sample(args.source)
     with tempfile.TemporaryDirectory(prefix="msmarco-bench-") as tmp:
         source = args.keep or Path(tmp) / "raw"
         started = time.perf_counter()
-        sizes = write_scaled(source, args.scale)
+        sizes = write_scaled(sample, source, args.scale)
         raw_mb = sum(f.stat().st_size for f in source.iterdir()) / 2**20
         print(
             f"synthetic raw files: {sizes['documents']:,} documents, {sizes['qna_rows']:,} QnA "

@@ -74,7 +74,8 @@ class Identified(Protocol):
     :func:`dapr.checkpoints.revision`, pooling, backend...) but not how fast it comes (batch
     size, device, threads); cache keys use it instead of the keyword arguments."""
 
-    def identity(self) -> Mapping[str, Any]: ...
+    def identity(self) -> Mapping[str, Any]:
+        """What determines this component's results (JSON-serializable)."""
 
 
 def version_of(component: object) -> str:
@@ -153,7 +154,8 @@ class NamesModels(Protocol):
     """Says which models it loads with ``args`` (checked and fetched ahead by ``dapr check``
     and ``dapr fetch``), where its ``*model`` arguments do not show them all."""
 
-    def models_needed(self, args: Mapping[str, Any]) -> list[str]: ...
+    def models_needed(self, args: Mapping[str, Any]) -> list[str]:
+        """The models (hub names or paths) a component made with ``args`` loads."""
 
 
 @runtime_checkable
@@ -190,7 +192,9 @@ class BatchContextualizer(Contextualizer, Protocol):
     """Contextualizes many documents at once in this process (a batched model on a GPU); used
     instead of worker processes."""
 
-    def contextualize_batch(self, documents: Sequence[Document]) -> list[list[str]]: ...
+    def contextualize_batch(self, documents: Sequence[Document]) -> list[list[str]]:
+        """For each document, one text per passage, as :meth:`Contextualizer.contextualize`
+        gives."""
 
 
 @runtime_checkable
@@ -217,7 +221,8 @@ class Fuser(Protocol):
 class PassageFuser(Protocol):
     """Fuses two passage runs into a passage-level hybrid (``passages: [a, b]``)."""
 
-    def fuse_passages(self, first: Run, second: Run) -> Run: ...
+    def fuse_passages(self, first: Run, second: Run) -> Run:
+        """One passage run from two."""
 
 
 @runtime_checkable
@@ -225,7 +230,9 @@ class ScopingFuser(Fuser, Protocol):
     """Names the candidate passages the passage system must score (with its
     :class:`ScopedRetriever`'s ``score``) before :meth:`fuse`: hierarchical retrieval."""
 
-    def scope(self, document_run: Run, ids: CorpusIds) -> Run: ...
+    def scope(self, document_run: Run, ids: CorpusIds) -> Run:
+        """The passages to score: those of the documents ``document_run`` retrieved (``ids``
+        maps passages to documents)."""
 
     def scope_identity(self) -> Mapping[str, Any]:
         """What determines the scope, for the cache key of the scored passage run."""
@@ -258,7 +265,9 @@ class Measure(Protocol):
     judged query (a query the run does not answer scores 0)."""
 
     @property
-    def cutoff(self) -> str: ...  # read only: a class attribute or a frozen field serves
+    def cutoff(self) -> str:  # read only: a class attribute or a frozen field serves
+        """``"required"`` (``Hits@10``), ``"optional"`` or ``"none"``: whether a name of the
+        family takes ``@k``."""
 
     def per_query(
         self,
@@ -266,4 +275,7 @@ class Measure(Protocol):
         qrels: Qrels,
         cutoff: int | None,
         relevance_level: int,
-    ) -> dict[str, float]: ...
+    ) -> dict[str, float]:
+        """Each judged query's score; ``run`` is ``{query: {item: score}}`` in rank order
+        (ties by descending item id), ``cutoff`` the ``k`` of ``@k`` (``None`` without one), and
+        grades from ``relevance_level`` up are relevant."""

@@ -56,7 +56,8 @@ BAD = [
     ),
     (
         GOOD.replace("contextualizer: title", "contextualizer: tilte"),
-        "unknown contextualizer 'tilte'; choose from: coref, keyphrases, precomputed, title",
+        "unknown contextualizer 'tilte'; choose from: coref, keyphrases, neighbours, "
+        "precomputed, title",
     ),
     (GOOD + "metrics: [nDCG@10, ndcg]\n", "metrics: unknown metric 'ndcg'"),
     (

@@ -221,6 +221,18 @@ def test_no_built_page_shows_a_raw_rest_role_or_table(site: Path):
         assert not re.search(r"^={5,}\s+={5,}", text, re.MULTILINE), page.relative_to(site)
 
 
+def test_api_page_shows_every_public_name(site: Path):
+    """Each name tests/test_api_page.py finds public has its anchor on the built API page, and
+    no docstring there shows a reST literal-block marker (``::``) raw."""
+    from test_api_page import public_names
+
+    api = (site / "api" / "index.html").read_text()
+    anchors = set(re.findall(r'id="([^"]+)"', api))
+    missing = [name for name, path, _ in public_names() if not {name, path} & anchors]
+    assert missing == [], f"not on the built API page: {missing}"
+    assert not re.search(r"<p>[^<]*::</p>", api), "a docstring's :: block: make it a ``` fence"
+
+
 # -- the code blocks ------------------------------------------------------------------------
 
 

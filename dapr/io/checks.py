@@ -27,6 +27,7 @@ class PassageTally:
         self._found: set[str] = set()
 
     def add(self, passage_id: str) -> None:
+        """Count one passage of the pass."""
         self._hashes.append(hash(passage_id))
         if passage_id in self._judged:
             self._found.add(passage_id)

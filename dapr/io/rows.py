@@ -173,6 +173,7 @@ def _unreadable_parquet(path: Path, error: BaseException) -> DataError:
 
 
 def table_rows(path: Path) -> Rows:
+    """Numbered rows of a parquet (by its suffix) or JSON lines file."""
     return _parquet_rows(path) if path.suffix == ".parquet" else jsonl_rows(path)
 
 
@@ -258,6 +259,8 @@ def optional_field(
 
 
 def parse_number(text: str, kind: type, at: str, name: str) -> Any:
+    """``kind(text)`` (``int`` or ``float``); a :class:`DataError` naming field ``name`` at ``at``
+    if it is not one."""
     try:
         return kind(text)
     except ValueError:
@@ -267,6 +270,7 @@ def parse_number(text: str, kind: type, at: str, name: str) -> Any:
 
 
 def as_grade(value: object, at: str) -> int:
+    """``value`` as a relevance grade: an integer (not a bool), else a :class:`DataError`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise DataError(f"{at}: grade must be an integer, got {show(value)}; use integer grades")
     return int(value)
@@ -305,6 +309,7 @@ def query_text(
 
 
 def add_query(queries: Queries, qid: str, text: str, at: str, name: str) -> None:
+    """Add query ``qid``; a :class:`DataError` if an earlier row gave it another text."""
     if queries.setdefault(qid, text) != text:
         raise DataError(
             f"{at}: field {name!r} differs from an earlier row for query {qid!r}; "

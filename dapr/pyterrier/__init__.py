@@ -1,19 +1,19 @@
 """dapr in PyTerrier (the ``pyterrier`` extra; no Java needed): datasets, retrievers, rerankers,
-contextualizers and the document-aware fusions as ``pt.Transformer`` s.
+contextualizers and the document-aware fusions as ``pt.Transformer`` s:
 
-::
+```python
+import pyterrier as pt
+from pyterrier.measures import RR, nDCG
 
-    import pyterrier as pt
-    from pyterrier.measures import RR, nDCG
+import dapr.pyterrier as dpt
 
-    import dapr.pyterrier as dpt
-
-    wiki = dpt.dataset("wiki-sample")
-    passages = dpt.DaprRetriever(wiki, "bm25", level="passage")
-    documents = dpt.DaprRetriever(wiki, "bm25", level="document")
-    fused = dpt.DocumentFusion(wiki, documents, passages, "convex", alpha=0.3)
-    pt.Experiment([passages, fused], wiki.get_topics("test"), wiki.get_qrels("test"),
-                  [nDCG @ 10, RR @ 10], names=["bm25", "bm25 + documents"])
+wiki = dpt.dataset("wiki-sample")
+passages = dpt.DaprRetriever(wiki, "bm25", level="passage")
+documents = dpt.DaprRetriever(wiki, "bm25", level="document")
+fused = dpt.DocumentFusion(wiki, documents, passages, "convex", alpha=0.3)
+pt.Experiment([passages, fused], wiki.get_topics("test"), wiki.get_qrels("test"),
+              [nDCG @ 10, RR @ 10], names=["bm25", "bm25 + documents"])
+```
 
 Document-level systems are judged as ``dapr run`` judges them with
 ``wiki.get_qrels("test", level="document")``. ``DocumentFusion(..., "hierarchical", alpha=0.2)``

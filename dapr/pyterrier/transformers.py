@@ -93,6 +93,8 @@ class DaprRetriever(pt.Transformer):
         return f"DaprRetriever({self.name!r}, level={self.level!r}, k={self.k})"
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        """The top ``k`` per topic of ``inp`` (a topics frame), or its candidates scored (a
+        result frame)."""
         queries = queries_of(inp, repr(self))
         component = self.component()
         if "docno" not in inp.columns:
@@ -164,6 +166,7 @@ class DaprReranker(pt.Transformer):
         return f"DaprReranker({self.name!r})"
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        """The result frame ``inp`` re-scored and re-ranked."""
         need(inp, ("qid", "query", "docno"), repr(self))
         queries = queries_of(inp, repr(self))
         if "score" in inp.columns:
@@ -202,6 +205,7 @@ class DaprContextualizer(pt.Transformer):
         return f"DaprContextualizer({self.chain.label!r})"
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        """``inp`` with a ``text`` column of the contextualized passages."""
         need(inp, ("docno",), repr(self))
         docnos = inp["docno"].astype(str)
         self._contextualize(set(docnos) - self._texts.keys())
@@ -246,6 +250,7 @@ class DocumentFusion(pt.Transformer):
         return f"DocumentFusion({self.fuser_name!r}, {self.document!r}, {self.passage!r})"
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        """Passage results for the topics of ``inp``."""
         documents = self.document(inp)
         if isinstance(self.fuser, ScopingFuser):
             scope = self.fuser.scope(frame_run(documents, repr(self)), self.data.dataset.corpus.ids)

@@ -197,7 +197,7 @@ class BM25:
         language: str = "en",
         backend: str = "bm25s",
         java_heap: str = "2g",
-        index_memory: int | str = MEMORY,
+        index_memory: Annotated[int | str, Range(1)] = MEMORY,  # bytes, or a size such as 1GB
     ) -> None:
         check_choice("retriever 'bm25'", "language", language, LANGUAGES)
         check_choice("retriever 'bm25'", "backend", backend, BACKENDS)
@@ -215,6 +215,7 @@ class BM25:
         self._lucene: LuceneSearcher | None = None
 
     def identity(self) -> dict[str, Any]:
+        """What determines the results: ``k1``, ``b``, ``language`` and ``backend``."""
         return {"k1": self.k1, "b": self.b, "language": self.language, "backend": self.backend}
 
     def _cores(self) -> int:
@@ -228,6 +229,7 @@ class BM25:
         return [analyzer.terms(text) for text in texts]
 
     def index(self, items: Iterable[tuple[str, str]], store: Path) -> None:
+        """Index ``(id, text)`` pairs into the folder ``store``, then search it."""
         if self.backend == "pyserini":
             from dapr.retrievers.support import lucene
 
@@ -271,6 +273,7 @@ class BM25:
         return vocab
 
     def load(self, store: Path) -> None:
+        """Search the index :meth:`index` built in ``store``."""
         from dapr.retrievers.support import lucene
 
         lucene_language = lucene.indexed_language(store)
@@ -312,6 +315,7 @@ class BM25:
             )
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
+        """The top ``k`` items for each of ``{query_id: text}``."""
         if self._lucene is not None:
             return self._lucene.search(queries, k, self._cores())
         ids = self._searchable("search")

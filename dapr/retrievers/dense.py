@@ -194,6 +194,7 @@ class Dense:
         self._on_devices: Any = None
 
     def identity(self) -> dict[str, Any]:
+        """What determines the results: the models and their revisions, pooling, similarity..."""
         return (
             {
                 "query_model": self.query_name,
@@ -264,6 +265,7 @@ class Dense:
         return self._models[name]
 
     def index(self, items: Iterable[tuple[str, str]], store: Path) -> None:
+        """Encode ``(id, text)`` pairs into shards in the folder ``store``, then search them."""
         if self.by_document:  # late chunking: each item a document of its own
             self.index_documents(([(i, text, True)] for i, text in items), store)
             return
@@ -306,11 +308,13 @@ class Dense:
         return {**self.__dict__, "_models": {}, "_shards": [], "_ids": None, "_on_devices": None}
 
     def load(self, store: Path) -> None:
+        """Search the shards :meth:`index` wrote in ``store`` (memory-mapped)."""
         self._shards = [np.load(p, mmap_mode="r") for p in sorted(store.glob("shard-*.npy"))]
         self._ids = np.array(json.loads((store / "ids.json").read_text()), dtype=object)
         self._on_devices = None
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
+        """The top ``k`` items for each of ``{query_id: text}``, by the model's similarity."""
         if self._ids is None:
             raise RuntimeError("Dense.search called before index() or load()")
         qids = list(queries)
