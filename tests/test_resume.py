@@ -41,7 +41,14 @@ def _start(experiment: Path, out: Path, home: Path) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_interruptible,
     )
+
+
+def _interruptible() -> None:
+    """Ctrl-C as in a terminal's foreground job: a suite started in the background of a
+    non-interactive shell inherits SIGINT ignored, which dapr (rightly) keeps ignoring."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _finish(experiment: Path, out: Path, home: Path) -> str:
