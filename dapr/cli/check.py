@@ -113,12 +113,10 @@ def _show(experiment: Experiment, args: argparse.Namespace, costs: list[Estimate
     offline = {True: "offline", False: "needs the hub", None: "offline if already downloaded"}
     dataset = None
     if source.readable:
-        from dapr.datasets import load_dataset
-
         try:
-            dataset = load_dataset(experiment.dataset, **experiment.dataset_args)
+            dataset = run.dataset_of(experiment, path)
         except DaprError as error:
-            problems.append(f"{path}: dataset: {error}")
+            problems.append(str(error))
     if dataset is None:
         steps = _unknown(experiment, "known once the dataset is read")
     else:

@@ -40,23 +40,33 @@ def add(commands: argparse._SubParsersAction) -> None:
     run.set_defaults(handler=_run)
 
 
-def plan_options(parser: argparse.ArgumentParser) -> None:
-    """The arguments that decide what a run does and where its results go, shared by ``dapr
-    run`` and ``dapr check``."""
-    parser.add_argument("file", type=Path)
+def file_options(
+    parser: argparse.ArgumentParser,
+    example: str = "--set split=dev or --set fusion.f.args.alpha=0.3",
+    file_help: str | None = None,
+) -> None:
+    """FILE, ``--set`` and ``--variant``: which experiments a file gives, for every command that
+    reads one (``example``: the ``--set`` shown in the help)."""
+    parser.add_argument("file", type=Path, help=file_help)
     parser.add_argument(
         "--set",
         dest="overrides",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a setting, e.g. --set split=dev or --set fusion.f.args.alpha=0.3",
+        help=f"override a setting, e.g. {example}",
     )
     parser.add_argument(
         "--variant",
         metavar="NAME",
         help="apply the overrides the file's variants: gives NAME (e.g. full), before any --set",
     )
+
+
+def plan_options(parser: argparse.ArgumentParser) -> None:
+    """The arguments that decide what a run does and where its results go, shared by ``dapr
+    run`` and ``dapr check``."""
+    file_options(parser)
     parser.add_argument(
         "--out",
         type=Path,

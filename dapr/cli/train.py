@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
+from dapr.cli import run
 from dapr.errors import DaprError
 
 
@@ -19,19 +19,8 @@ def add(commands: argparse._SubParsersAction) -> None:
         "context, negatives and settings, and named trained/<name> for retrievers "
         "(model: trained/<name>). An interrupted training resumes from its last checkpoint.",
     )
-    train.add_argument("file", type=Path, help="an experiment file with a train: block")
-    train.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a setting, e.g. --set train.wiki-title.args.epochs=2",
-    )
-    train.add_argument(
-        "--variant",
-        metavar="NAME",
-        help="apply the overrides the file's variants: gives NAME (e.g. full), before any --set",
+    run.file_options(
+        train, "--set train.wiki-title.args.epochs=2", "an experiment file with a train: block"
     )
     train.add_argument(
         "--ray-address",
@@ -43,7 +32,6 @@ def add(commands: argparse._SubParsersAction) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from dapr.cli.run import dataset_of
     from dapr.experiment.config import load_grid
     from dapr.experiment.runner import Runner
     from dapr.experiment.train_checks import check_data
@@ -54,7 +42,7 @@ def _train(args: argparse.Namespace) -> int:
     experiments = load_grid(args.file, args.overrides, args.variant)
     if not any(e.train for e in experiments):
         raise DaprError(f"{args.file}: no train: block; name the models to train under train:")
-    datasets = [dataset_of(e, args.file) for e in experiments]
+    datasets = [run.dataset_of(e, args.file) for e in experiments]
     for experiment, dataset in zip(experiments, datasets):  # every one before the first trains
         check_data(experiment, dataset, args.file)
     for experiment, dataset in zip(experiments, datasets):
