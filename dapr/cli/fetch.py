@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dapr.cli import run
 from dapr.errors import DaprError
 
 if TYPE_CHECKING:
@@ -39,18 +40,7 @@ def add(commands: argparse._SubParsersAction) -> None:
         help="download the datasets and models an experiment file needs, ahead of a run on "
         "compute nodes without internet",
     )
-    fetch.add_argument("file", type=Path)
-    fetch.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a setting, as for dapr run (e.g. --set dataset=MIRACL)",
-    )
-    fetch.add_argument(
-        "--variant", metavar="NAME", help="apply the file's variant NAME first, as for dapr run"
-    )
+    run.file_options(fetch, "--set dataset=MIRACL")
     fetch.add_argument(
         "--list", action="store_true", help="print what would be fetched; download nothing"
     )
@@ -240,11 +230,12 @@ def _built(adapter: Adapter) -> str:
 
 def _model(label: str, model: str, revision: str | None, experiment: Experiment) -> Item:
     from dapr.checkpoints import ALIASES, TRAINED, offline_copy
+    from dapr.contextualizers.spacy_models import STAND_INS
     from dapr.experiment.plan import trained_here
 
     if trained_here(model, experiment):
         return Item(label, "trained", "trained by the file's train: block, nothing to download")
-    if model in _spacy_models(experiment):
+    if model in _spacy_models(experiment) or model in STAND_INS:  # coref names its own
         return _spacy(label, model)
     found = offline_copy(model, revision)
     if found is not None:
