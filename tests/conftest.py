@@ -14,6 +14,10 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# torch's OpenMP threads sleep while they wait instead of spinning: on a busy machine (the suite
+# beside other work, or beside its own worker processes) spinning threads burnt 2-6x the CPU time
+# of the work, in this process and in the children that inherit the setting
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 if TYPE_CHECKING:
     from dapr.data import Dataset, Split

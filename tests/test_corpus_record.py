@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -267,3 +268,39 @@ def test_a_job_of_a_grid_reads_no_corpus_once_its_steps_are_cached(prepared, mon
     [job] = plan([experiment])
     done = run_job(job, str(Cache().root))
     assert done.computed == ()
+
+
+def test_prune_removes_the_records_of_datasets_that_are_gone(prepared, tmp_path, capsys):
+    """`dapr cache prune` removes a record whose dataset directory was deleted (elsewhere), and
+    one left alone in a prepared dataset's folder (`rm -r toy/*` keeps hidden files); never a
+    record whose dataset is still there, nor a folder holding anything dapr did not write."""
+    gone, kept = tmp_path / "mine" / "gone", tmp_path / "mine" / "kept"
+    for root in (gone, kept):
+        write_dataset(read_dataset(prepared, remember=False), root)
+        _age(root)
+        _read(root)
+    _read(prepared)
+    records = tmp_path / "home" / "datasets" / ".corpus-records"
+    assert len(list(records.iterdir())) == 2 and (prepared / RECORD).is_dir()
+    strange = records / "notes"  # a user's folder, with a record's file name in it
+    strange.mkdir()
+    (strange / "record.json").write_text(json.dumps({"format": 1, "root": str(gone)}))
+    for path in prepared.iterdir():
+        if path.is_dir() and path.name != RECORD:
+            shutil.rmtree(path)
+        elif path.is_file():
+            path.unlink()
+    shutil.rmtree(gone)
+    assert main(["cache", "prune", "--everything", "--dry-run"]) == 0
+    assert "would remove 2 corpus records of datasets that are gone" in capsys.readouterr().out
+    assert len(list(records.iterdir())) == 3 and (prepared / RECORD).is_dir()
+    assert main(["cache", "prune", "--everything"]) == 0
+    out = capsys.readouterr().out
+    assert f"  record    {gone}  " in out and f"  record    {prepared}  " in out
+    assert "removed 2 corpus records of datasets that are gone" in out
+    assert not prepared.exists()  # the prepared folder dapr made, left empty
+    assert sorted(p.name for p in records.iterdir()) == sorted(
+        [record_module.record_folder(kept).name, "notes"]
+    )
+    assert main(["cache", "prune", "--everything"]) == 0
+    assert "corpus records" not in capsys.readouterr().out

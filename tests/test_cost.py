@@ -31,9 +31,11 @@ def test_cold_run_within_twice_the_estimate(wiki_splits, tmp_path, capsys, monke
     machine (cpu:2) is within 2x of that run's time, from a fresh DAPR_HOME in a fresh process.
     The time is the wall time, or the process's CPU time when less: on a busy machine the wall
     time counts other processes' work, and a run given the CPU whenever it is ready takes at most
-    its CPU time. A run slower than twice the estimate on a machine that others kept busy (load
-    average over three quarters of its cores) is skipped, with the figures: the calibration is
-    of an idle machine."""
+    its CPU time. The run's OpenMP threads sleep while they wait (``OMP_WAIT_POLICY=PASSIVE``)
+    instead of spinning, so its CPU time is its own work however busy the machine is: threads
+    spinning for a partner the scheduler gave away made a run of about 20 s on an idle machine
+    use 127 s of CPU at a load of 2.8 (estimate 18 s); sleeping, it used 30 s at a load of 13.
+    Never skipped: CI runs it."""
     path = wiki_splits
     home = tmp_path / "home"
     monkeypatch.setenv("DAPR_HOME", str(home))
@@ -50,6 +52,7 @@ def test_cold_run_within_twice_the_estimate(wiki_splits, tmp_path, capsys, monke
     predicted = estimate.estimate(experiment, estimate.cold_steps(experiment), sizes, "cpu:2")
     assert predicted.seconds > 0 and estimate.duration(predicted.seconds) in total
     env = {**os.environ, "DAPR_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    env["OMP_WAIT_POLICY"] = "PASSIVE"
     busy = os.getloadavg()[0]
     before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     subprocess.run(
@@ -62,8 +65,7 @@ def test_cold_run_within_twice_the_estimate(wiki_splits, tmp_path, capsys, monke
         f"estimated {predicted.seconds:.1f} s, measured {wall:.1f} s wall, {cpu:.1f} s CPU "
         f"(load {busy:.1f} before the run, on {os.cpu_count()} cores)"
     )
-    if busy > 0.75 * (os.cpu_count() or 1) and not measured / 2 <= predicted.seconds:
-        pytest.skip(f"other processes kept this machine busy, so its rates do not hold: {found}")
+    print(found)
     assert measured / 2 <= predicted.seconds <= measured * 2, found
 
 

@@ -46,6 +46,10 @@ def test_a_small_cross_encoder_trained_on_real_questions_ranks_held_out_ones_abo
     rows = [Example(q, answer, tuple(rng.sample(others, 1))) for q, answer, others in train]
     model = CrossEncoder(resolve("all-MiniLM-L6-v2"), num_labels=1, device="cpu")
     model.model.bert.encoder.layer = model.model.bert.encoder.layer[:2]  # small: 2 of 6 layers
+    # the two layers and the head learn; the word embeddings (11.7M of the 15.6M weights) stay
+    # as trained, which spares each step their dense gradient and optimizer update (a fifth of
+    # the training's CPU time, the held-out MRR unchanged: 0.394 against 0.390)
+    model.model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
     # the multiple-negatives loss (the sweep's finding), 57 steps of 8 questions, 40 tokens
     settings = Settings(
         epochs=0.5, batch_size=8, learning_rate=4e-4, max_length=40, save_steps=10**4

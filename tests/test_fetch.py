@@ -191,3 +191,38 @@ def test_coref_names_its_checkpoint_and_spacy_pipeline(fake, tmp_path: Path, cap
     out = capsys.readouterr().out
     assert "model    biu-nlp/f-coref (retrievers.neural)" in out
     assert "model    en_core_web_sm (retrievers.neural, retrievers.rules)" in out
+
+
+def test_check_and_fetch_tell_spacy_pipelines_from_hub_models_by_one_rule(
+    fake, tmp_path: Path, capsys
+):
+    """`spacy_pipelines` decides for both: what a `spacy_model` argument names (any name) and
+    what coref names in spaCy's package form are pip packages, never hub downloads; a hub id,
+    even one that is a Python identifier, is the hub's; the stand-ins are pipelines."""
+    from dapr.contextualizers.spacy_models import STAND_INS, is_pipeline_name
+    from dapr.experiment.config import load_grid
+    from dapr.experiment.plan import spacy_pipelines
+
+    pipelines = ["en_core_web_sm", "xx_ent_wiki_sm", "de_core_news_lg", *STAND_INS.values()]
+    assert all(is_pipeline_name(name) for name in pipelines) and "en_core_web_sm" in STAND_INS
+    hub_ids = ["gpt2", "bert-base-uncased", "biu-nlp/f-coref", "all-MiniLM-L6-v2", "org/en_x_sm"]
+    assert not any(is_pipeline_name(name) for name in hub_ids)
+    path = tmp_path / "spacy.yaml"
+    path.write_text(
+        "dataset: ConditionalQA\nretrievers:\n"
+        "  kp: {name: bm25, contextualizer: {name: keyphrases, args: {spacy_model: Mine}}}\n"
+        "  cr: {name: bm25, contextualizer: {name: coref, args: {backend: rules}}}\n"
+        "  hub: {name: dense, args: {model: gpt2}}\n"
+    )
+    [experiment] = load_grid(path, (), None)
+    assert spacy_pipelines(experiment) == {"Mine", "en_core_web_sm"}
+    assert main(["check", str(path)]) == 0
+    check = capsys.readouterr().out
+    assert main(["fetch", str(path), "--list"]) == 0
+    fetch = capsys.readouterr().out
+    assert "model    Mine (retrievers.kp): not installed; a pip package, not on the hub" in check
+    assert "model Mine: a pip package, not on the hub" in fetch
+    assert "gpt2 (retrievers.hub): not on this machine; the run downloads it from the hub" in check
+    assert "model gpt2: to download from the hub" in fetch
+    spacy = [line for line in (check + fetch).splitlines() if "en_core_web_sm" in line]
+    assert len(spacy) == 2 and all("package" in line for line in spacy), spacy

@@ -46,7 +46,8 @@ def add(commands: argparse._SubParsersAction) -> None:
         "prune",
         help="remove entries not used for a while, and what killed runs left behind",
         description="Removes complete entries unused for --older-than DAYS (or every entry with "
-        "--everything), always with the temporary files of killed runs and incomplete entries. "
+        "--everything), always with the temporary files of killed runs and incomplete entries, "
+        "and the corpus records of dataset directories that are gone. "
         "An entry a running experiment holds is waited for, never removed under it. What is "
         "not an entry dapr wrote (results put in the cache, another program's files) is listed "
         "and left alone.",
@@ -150,6 +151,7 @@ def _prune(args: argparse.Namespace) -> int:
         print(f"  {entry.kind:<9} {entry.key}  {human_size(entry.bytes)}  {entry.state}")
     total = human_size(sum(entry.bytes for entry in removed))
     print(f"{verb} {len(removed)} entries, {total}")
+    _prune_records(verb, args.dry_run)
     cache = Cache()
     strange = foreign(cache)
     for path in strange:
@@ -157,3 +159,16 @@ def _prune(args: argparse.Namespace) -> int:
     if strange:
         print(f"left {len(strange)} paths under {cache.root} that dapr did not write")
     return 0
+
+
+def _prune_records(verb: str, dry_run: bool) -> None:
+    """Remove (or with ``dry_run`` list) the corpus records whose dataset directory is gone."""
+    from dapr.datasets.record import orphans, remove_orphan
+    from dapr.store.housekeeping import human_size
+
+    gone = [orphan for orphan in orphans() if dry_run or remove_orphan(orphan)]
+    for orphan in gone:
+        print(f"  record    {orphan.root}  {human_size(orphan.bytes)}  its dataset is gone")
+    if gone:
+        total = human_size(sum(orphan.bytes for orphan in gone))
+        print(f"{verb} {len(gone)} corpus records of datasets that are gone, {total}")

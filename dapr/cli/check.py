@@ -196,16 +196,18 @@ def _where(model: str, experiment: Experiment) -> str:
     import importlib.util
 
     from dapr.checkpoints import offline_copy
-    from dapr.experiment.plan import pinned_revisions, trained_here
+    from dapr.experiment.plan import pinned_revisions, spacy_pipelines, trained_here
 
     if trained_here(model, experiment):
         return "trained first by this file's train: block"
-    found = offline_copy(model, pinned_revisions(experiment).get(model))
-    if found is None and model.isidentifier():  # a spaCy pipeline is a package
+    if model in spacy_pipelines(experiment):  # a pip package, never a hub download
         from dapr.contextualizers.spacy_models import installed_name
 
         package = installed_name(model)
-        found = package if importlib.util.find_spec(package) is not None else None
+        if importlib.util.find_spec(package) is not None:
+            return f"offline, the installed package {package}"
+        return f"not installed; a pip package, not on the hub (`python -m spacy download {model}`)"
+    found = offline_copy(model, pinned_revisions(experiment).get(model))
     if found is not None:
         return f"offline, {Path(found)}"
     return "not on this machine; the run downloads it from the hub (offline it fails)"

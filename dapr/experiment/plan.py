@@ -77,10 +77,11 @@ def index_key(made_by: tuple, dataset: Dataset) -> str:
     return content_key(*made_by, dataset.corpus.fingerprint)
 
 
-def search_key(index: str, factory: Any, queries: Queries, depth: int) -> str:
-    """The ``runs`` entry of searching index ``index`` for ``queries`` to ``depth``; a
-    retriever's ``scoring`` (a change of search that keeps the index) is part of it."""
-    scoring = scoring_of(factory)
+def search_key(index: str, retriever: Any, queries: Queries, depth: int) -> str:
+    """The ``runs`` entry of searching index ``index`` for ``queries`` to ``depth``; the
+    ``retriever``'s ``scoring`` (a change of search that keeps the index: its class's, or the
+    component's own, as dense's quantized first pass sets) is part of it."""
+    scoring = scoring_of(retriever)
     ranking = RANKING if scoring is None else (RANKING, scoring)
     return content_key(index, queries_hash(queries), depth, ranking)
 
@@ -228,7 +229,7 @@ class _Walk:
             self._step("rerank", system, "runs", self.keys[system])
             return
         index = index_key(made.made_by, self.dataset)
-        self.keys[system] = search_key(index, made.factory, queries, self.exp.depth)
+        self.keys[system] = search_key(index, made.component, queries, self.exp.depth)
         self._step("index", system, "indexes", index)
         self.index[system] = self.out.pop()
         if not self.present("runs", self.keys[system]):  # a cached run needs no index
@@ -297,6 +298,29 @@ def contextualizer_models(spec: RetrieverSpec) -> list[str]:
         except DaprError:
             continue
     return found
+
+
+def spacy_pipelines(experiment: Experiment) -> set[str]:
+    """The models of :func:`models_needed` that are spaCy pipelines, pip packages that no hub
+    download provides (``dapr check`` and ``dapr fetch`` both go by this): the names (not paths)
+    a contextualizer's ``*spacy_model`` argument gives or defaults to, and those a contextualizer
+    loads that :func:`~dapr.contextualizers.spacy_models.is_pipeline_name` recognises (coref's)."""
+    from dapr.contextualizers.spacy_models import is_pipeline_name
+
+    found: set[str] = set()
+    for spec in experiment.retrievers.values():
+        for step in spec.contextualizer:
+            try:
+                factory = registry.contextualizers.get(step.name)
+                params = inspect.signature(factory).parameters
+            except (DaprError, TypeError, ValueError):
+                continue
+            for name, param in params.items():
+                value = step.args.get(name, param.default)
+                if name.endswith("spacy_model") and isinstance(value, str):
+                    found.add(value)
+            found.update(m for m in _models(factory, step.args) if is_pipeline_name(m))
+    return {name for name in found if not name.startswith((".", "~", "/")) and "/" not in name}
 
 
 def _models(factory: Any, args: Mapping[str, Any]) -> list[str]:

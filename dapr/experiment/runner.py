@@ -129,7 +129,7 @@ class Runner:
         if spec.first_stage:
             return self._rerank(outcome, system, spec, component, chain, made.made_by, queries)
         index_key = plan.index_key(made.made_by, outcome.dataset)
-        run_key = plan.search_key(index_key, made.factory, queries, self.experiment.depth)
+        run_key = plan.search_key(index_key, component, queries, self.experiment.depth)
         outcome.keys[system] = run_key
 
         def open_index() -> Any:

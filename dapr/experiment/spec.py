@@ -190,6 +190,13 @@ class TrainSpec:
     """A cross-encoder's warm start: first learn to order the training queries' candidates as
     ``teacher`` (a passage-level retriever of the experiment) scores them: its top ``depth``
     (20), the best and ``count`` (3) others a row, MarginMSE for ``epochs`` (1); then the labels."""
+    calibration: str = "none"
+    """A cross-encoder's map from raw scores to the probabilities that denoising and augmentation
+    compare with their thresholds, fitted on held-out training questions: ``platt`` (slope and
+    intercept), ``temperature`` (slope only: BCE-trained scores) or ``none`` (its own sigmoid)."""
+    calibration_share: Annotated[float, ranges.Range(0, 1, min_open=True, max_open=True)] = 0.2
+    """With a ``calibration``: the share of the training questions (drawn with the seed) kept
+    out of the cross-encoder's training and its ``distill:``, to fit the calibration on."""
     workers: int = 1
     """Ray Train workers for a dual encoder (one per GPU when the experiment's resources give
     ``gpus_per_job``): each batch is split among them and the loss sees all their passages."""

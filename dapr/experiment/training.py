@@ -29,6 +29,7 @@ from dapr.experiment.train_cross import (
     check_cross,
     denoised,
     fit_cross,
+    held_out,
     pseudo,
     teacher_examples,
     warn_if_nothing,
@@ -43,6 +44,7 @@ from dapr.experiment.train_sources import (
     write_card,
 )
 from dapr.store.cache import content_key
+from dapr.training.span_pooling import check_span, in_documents
 
 VERSION = "2"
 """Part of every model's key; 2: rows short of negatives are left out, not every row cut."""
@@ -114,9 +116,12 @@ def train_spec(name: Any, spec: Any, path: Path, retrievers: dict[str, Retriever
             f"{path}: unknown key {f'{where}.args.{unknown[0]}'!r}; valid keys: {', '.join(fields)}"
         )
     try:
-        dual.Settings(**spec.get("args", {}))
+        late = dual.Settings(**spec.get("args", {})).encoding == "late"
     except DaprError as e:
         raise ConfigError(f"{path}: {where}.args: {e}") from None
+    model = spec.get("model", default(TrainSpec, "model"))
+    if late and (problem := check_span(kind, loss, workers, bool(spec.get("augment")), model)):
+        raise ConfigError(f"{path}: {where}.args.encoding: late {problem}")
     sources = check_sources(spec, path, where)
     spec = {k: v for k, v in spec.items() if k != "contextualizer"}
     return TrainSpec(**{**spec, "loss": loss, "sources": sources})
@@ -260,6 +265,7 @@ def _train_one(
         *([spec.head] if spec.head != "fresh" else []),  # keys made before heads stay
         *(["usual-negatives"] if spec.augment else []),  # pseudo rows once took the fewest
         *(["seeded-head"] if spec.kind == "cross" else []),  # its head's start once drifted
+        *([spec.calibration, spec.calibration_share] if spec.calibration != "none" else []),
         *([spec.distill, [k for _, k in taught]] if teacher else []),
     )
     status = "cached"
@@ -268,6 +274,7 @@ def _train_one(
         if not cache.valid("models", key):
             status = "computed"
             rows, denoising, trained_on, texts, distilled = [], None, [], None, []
+            documents: dict[str, list[str]] = {}  # span pooling's
             for (source, split_name), chain, (mined_run, _), (teacher_run, _) in zip(
                 sources, chains, mined, taught
             ):
@@ -278,6 +285,10 @@ def _train_one(
                 if denoiser:
                     mined_run, counts = denoised(denoiser, mined_run, split, source_texts)
                     denoising = add_counts(denoising, counts)
+                if settings.encoding == "late":  # rows name their passages inside documents
+                    tag = f"{source.corpus.fingerprint}:"
+                    source_texts, found = in_documents(source.corpus, source_texts, tag)
+                    documents.update(found)
                 where = f"train.{name}: {source.name}/{split_name}: " if spec.sources else ""
                 try:
                     rows += examples(
@@ -299,6 +310,7 @@ def _train_one(
                     distilled += teacher_examples(
                         spec.distill, teacher_run, split.queries, source_texts, settings.seed
                     )
+            rows, held = held_out(name, spec, rows, settings.seed)  # before pseudo-labelled rows
             augmentation = None
             if augmented is not None:
                 assert spec.augment is not None and unlabelled is not None  # set with it
@@ -317,7 +329,9 @@ def _train_one(
             since = progress.started("train", name, f"{len(rows):,} examples")
             with cache.writing("models", key, resume=True) as entry:
                 gpus = experiment.resources.get("gpus_per_job", 0)
-                record = _fit(spec, rows, entry, settings, progress.line, gpus, distilled)
+                record = _fit(
+                    spec, rows, entry, settings, progress.line, gpus, distilled, held, documents
+                )
                 if denoising is not None:
                     record["denoising"] = denoising
                 if augmentation is not None:
@@ -380,13 +394,16 @@ def _fit(
     log: Any,
     experiment_gpus: float,
     teacher: list,
+    held: list,
+    documents: dict[str, list[str]] | None = None,
 ) -> dict:
-    """Train ``spec``'s model on ``rows`` (a cross-encoder after distilling ``teacher``) into
-    the cache entry ``entry``."""
+    """Train ``spec``'s model on ``rows`` (a cross-encoder after distilling ``teacher``, then
+    calibrated on the ``held`` rows; a dual encoder's span pooling in ``documents``) into the
+    cache entry ``entry``."""
     from dapr.checkpoints import sentence_transformer
 
     if spec.kind == "cross":
-        return fit_cross(spec, rows, entry, settings, log, teacher)
+        return fit_cross(spec, rows, entry, settings, log, teacher, held)
     loss = spec.loss
     assert loss is not None  # reading the file sets the kind's default
     if spec.workers > 1:  # Ray Train: on the cluster of --ray-address, else a local Ray
@@ -403,7 +420,7 @@ def _fit(
 
     seeded(settings.seed)  # any module the model adds starts alike whatever trained before
     model = sentence_transformer(spec.model, None, None, None)
-    return train_dual_encoder(model, rows, entry, loss, settings, log)
+    return train_dual_encoder(model, rows, entry, loss, settings, log, documents=documents)
 
 
 def _point(name: str, path: Path) -> None:

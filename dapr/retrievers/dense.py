@@ -37,7 +37,7 @@ from dapr.retrievers.support.batches import (
     encode_unpadded,
     plan_identity,
 )
-from dapr.retrievers.support.encoding import encode_into, gpus
+from dapr.retrievers.support.encoding import encode_into
 from dapr.retrievers.support.late_chunking import (
     check_late,
     document_key,
@@ -48,6 +48,7 @@ from dapr.retrievers.support.late_chunking import (
     window_outputs,
 )
 from dapr.retrievers.support.presets import paper_fusion
+from dapr.retrievers.support.quantized import scoring as quantized_scoring
 from dapr.retrievers.support.query_vectors import SHARED
 
 if TYPE_CHECKING:
@@ -120,6 +121,9 @@ class Dense:
         mean-pooled models only).
     :param late_window: Tokens per window of a late-chunked document (None: the model's limit).
     :param late_overlap: Tokens consecutive windows share (None: a quarter of a window).
+    :param quantization: ``int8`` or ``binary``: search a compressed copy of the index first,
+        then rescore its best ``k x rescore_multiplier`` exactly (``none``: exact search).
+    :param rescore_multiplier: Candidates per result the compressed first pass keeps.
     """
 
     version = "3"
@@ -154,6 +158,8 @@ class Dense:
         encoding: str = "passage",
         late_window: Annotated[int | None, Range(3)] = None,
         late_overlap: Annotated[int | None, Range(0)] = None,
+        quantization: str = "none",
+        rescore_multiplier: Annotated[int, Range(1)] = 4,
     ) -> None:
         check_backend(backend, quantize)
         check_batching(batching, "dense")
@@ -171,6 +177,10 @@ class Dense:
         self.document_name = document_model or model
         check_late(encoding, late_window, late_overlap, backend, self.document_name, pooling)
         self.encoding, self.late_window, self.late_overlap = encoding, late_window, late_overlap
+        self.scoring = quantized_scoring(
+            Dense.scoring, quantization, rescore_multiplier, similarity
+        )
+        self.quantization, self.rescore_multiplier = quantization, rescore_multiplier
         self.pooling = pooling
         self.similarity = similarity
         self.max_length = max_length
@@ -192,6 +202,7 @@ class Dense:
         self._shards: list[np.ndarray] = []
         self._ids: np.ndarray | None = None
         self._on_devices: Any = None
+        self._compressed: Any = None
 
     def identity(self) -> dict[str, Any]:
         """What determines the results: the models and their revisions, pooling, similarity..."""
@@ -305,13 +316,14 @@ class Dense:
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (for a Ray worker) with its settings only: models and shards load there."""
-        return {**self.__dict__, "_models": {}, "_shards": [], "_ids": None, "_on_devices": None}
+        empty = dict.fromkeys(("_ids", "_on_devices", "_compressed"))
+        return {**self.__dict__, "_models": {}, "_shards": [], **empty}
 
     def load(self, store: Path) -> None:
         """Search the shards :meth:`index` wrote in ``store`` (memory-mapped)."""
         self._shards = [np.load(p, mmap_mode="r") for p in sorted(store.glob("shard-*.npy"))]
         self._ids = np.array(json.loads((store / "ids.json").read_text()), dtype=object)
-        self._on_devices = None
+        self._store, self._on_devices, self._compressed = store, None, None
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         """The top ``k`` items for each of ``{query_id: text}``, by the model's similarity."""
@@ -325,7 +337,12 @@ class Dense:
         encoder = self._model(self.query_name)
         vectors = self._encode_queries(qids, queries)
         devices = self._search_devices(encoder)
-        if devices:
+        if self.quantization != "none":  # a first pass over codes (support.quantized)
+            from dapr.retrievers.support.quantized_search import compressed
+
+            self._compressed = compressed(self, encoder.similarity_fn_name, devices)
+            items, scores = self._compressed.search(vectors, k, self.rescore_multiplier)
+        elif devices:
             from dapr.retrievers.support.device_search import device_search
 
             index = self._device_index(encoder, devices)
@@ -357,23 +374,10 @@ class Dense:
         return self._on_devices
 
     def _search_devices(self, encoder: Any) -> list[torch.device]:
-        """The torch devices exact search runs on; none for the CPU path (numpy's BLAS on
-        every core). By default the query model's GPU, or every visible GPU when it runs on
-        one and no ``device`` was named; ``search_device`` chooses: ``cpu``, a device, or a
-        list of devices (``["cpu"]`` runs the GPU code on the CPU, as the tests do)."""
-        import torch
+        """Where search runs (:func:`~dapr.retrievers.support.device_search.search_devices`)."""
+        from dapr.retrievers.support.device_search import search_devices
 
-        chosen = self.search_device
-        if chosen is None:
-            device = torch.device(encoder.device)
-            if device.type != "cuda":
-                return []
-            if self.device is None and self.devices is None:
-                return [torch.device(d) for d in gpus()]
-            return [device]
-        if isinstance(chosen, str):
-            return [] if chosen == "cpu" else [torch.device(chosen)]
-        return [torch.device(d) for d in chosen]
+        return search_devices(self.search_device, encoder.device, self.device, self.devices)
 
     def _encode_queries(self, qids: list[str], queries: Mapping[str, str]) -> torch.Tensor:
         """The queries' vectors (float32, on the CPU), each independent of the others: encoded

@@ -1,7 +1,9 @@
 """RocketQA's data augmentation: queries without judgements get pseudo-labels from a
 cross-encoder over a retriever's top passages. A passage it scores above ``positive_above``
 (RocketQA: 0.9) becomes a positive, below ``negative_below`` (0.1) a negative; a score exactly at
-a threshold is neither, and a query with no pseudo-positive gives no example."""
+a threshold is neither, and a query with no pseudo-positive gives no example. The scores are
+probabilities: calibrated ones when the cross-encoder has a calibration (see
+:data:`dapr.training.denoise.Scorer`)."""
 
 from __future__ import annotations
 

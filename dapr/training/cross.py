@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dapr.errors import DaprError
+from dapr.training.calibration import Calibration
 from dapr.training.dual import Settings, fit
 from dapr.training.examples import Example, uniform, usual_count
 
@@ -124,15 +125,20 @@ def train_cross_encoder(
     head: str = "fresh",
     teacher: Sequence[Scored] = (),
     teacher_epochs: float = 1.0,
+    calibration: str = "none",
+    held_out: Sequence[Example] = (),
 ) -> dict[str, Any]:
     """Fit ``model`` (a CrossEncoder with one output) on ``rows``, after distilling ``teacher``
     rows into it for ``teacher_epochs`` when given (into ``out/distill``; a finished
     distillation is loaded, not redone); checkpoints and the final model as
-    :func:`dapr.training.dual.train_dual_encoder` writes them."""
+    :func:`dapr.training.dual.train_dual_encoder` writes them. With a ``calibration`` (see
+    :mod:`dapr.training.calibration`), it is then fitted on the ``held_out`` rows (questions kept
+    out of ``rows`` and ``teacher``), stored beside the model and summarised in the record."""
     from datasets import Dataset
     from sentence_transformers.cross_encoder import losses
 
     check(loss, head, rows)
+    check_calibration(calibration, held_out)
     if settings.max_length is not None:
         model.max_length = settings.max_length
     share = len(rows) / sum(1 + len(r.negatives) for r in rows)
@@ -158,6 +164,12 @@ def train_cross_encoder(
         record["base_rate_loss"] = -(share * math.log(share) + (1 - share) * math.log(1 - share))
     if distilled is not None:
         record["distilled"] = distilled
+    if calibration != "none":
+        record["calibration"] = calibrate(model, held_out, calibration, out / "model")
+        if log is not None:
+            c = record["calibration"]
+            log(f"calibration: {calibration} on {c['questions']} held-out questions, expected "
+                f"calibration error {c['ece_before']:.4f} -> {c['ece_after']:.4f}")  # fmt: skip
     if (out / "training.json").is_file():
         (out / "training.json").write_text(json.dumps(record, indent=2))
     return record
@@ -176,6 +188,61 @@ def check(loss: str, head: str, rows: Sequence[Example]) -> None:
             "training: a cross-encoder needs negatives (labels 0); set negatives: "
             "{same_document: n} or {mined: <retriever>, count: n}"
         )
+
+
+def check_calibration(calibration: str, held_out: Sequence[Example]) -> None:
+    """A DaprError for an unknown calibration, or one without held-out rows with negatives."""
+    from dapr.training.calibration import METHODS
+
+    if calibration not in METHODS:
+        raise DaprError(
+            f"training: unknown calibration {calibration!r}; choose from: {', '.join(METHODS)}"
+        )
+    if calibration != "none" and not any(row.negatives for row in held_out):
+        raise DaprError(
+            f"training: calibration {calibration!r} needs held-out questions with negatives "
+            "(calibration_share of the training questions)"
+        )
+
+
+def raw_scores(model: Any, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> Any:
+    """The logits of ``model`` (a CrossEncoder with one output) for ``pairs``, before the
+    activation its ``predict`` applies (which is left as it was)."""
+    import torch
+
+    own = model.activation_fn
+    try:
+        return model.predict(
+            list(pairs), batch_size, show_progress_bar=False, activation_fn=torch.nn.Identity()
+        )
+    finally:
+        model.activation_fn = own
+
+
+@dataclass(frozen=True)
+class Probabilities:
+    """A :data:`~dapr.training.denoise.Scorer`: ``model``'s relevance probabilities of (query,
+    passage) pairs, its ``calibration`` of its raw scores when given, else its own output (the
+    sigmoid of its raw score, for a model with one output)."""
+
+    model: Any
+    calibration: Calibration | None = None
+
+    def __call__(self, pairs: Sequence[tuple[str, str]]) -> Any:
+        if self.calibration is not None:
+            return self.calibration.probabilities(raw_scores(self.model, pairs))
+        return self.model.predict(list(pairs), batch_size=32, show_progress_bar=False)
+
+
+def calibrate(model: Any, held_out: Sequence[Example], method: str, folder: Path) -> dict:
+    """Fit ``method`` on ``model``'s raw scores of the ``held_out`` rows' pairs, store it in
+    ``folder`` beside the weights, and return what the card says of it."""
+    from dapr.training import calibration
+
+    pairs, labels, questions = calibration.pairs_of(held_out)
+    _, about = calibration.report(raw_scores(model, pairs), labels, questions, method)
+    calibration.write(folder, about)
+    return about
 
 
 def _fit(

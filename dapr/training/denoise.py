@@ -14,7 +14,9 @@ from dapr.data import Qrels, Queries, Run
 from dapr.errors import DaprError
 
 Scorer = Callable[[Sequence[tuple[str, str]]], Sequence[float]]
-"""Relevance probabilities (in [0, 1]) of (query text, passage text) pairs."""
+"""Relevance probabilities (in [0, 1]) of (query text, passage text) pairs: a trained
+cross-encoder's calibrated ones when it has a calibration (see
+:mod:`dapr.training.calibration`), which a listwise loss's scores need."""
 
 
 @dataclass(frozen=True)

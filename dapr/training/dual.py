@@ -16,7 +16,7 @@ import sys
 import time
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,6 +25,7 @@ from dapr.errors import DaprError
 from dapr.precision import PRECISIONS, resolve
 from dapr.precision import check as check_precision
 from dapr.ranges import Range, declared, number_problem
+from dapr.retrievers.support.late_chunking import ENCODINGS
 from dapr.training.examples import Example, uniform
 
 LOSSES = ("mnrl", "cached_mnrl")
@@ -57,19 +58,41 @@ class Settings:
     precision: str = "auto"
     """``auto`` (bf16 mixed precision on a CUDA GPU with bfloat16, else fp32), ``fp32``,
     ``bf16`` or ``fp16`` (mixed precision: the weights stay float32)."""
+    encoding: str = "passage"
+    """How a dual encoder's passages are encoded in training: ``passage`` (each alone) or
+    ``late``: span pooling (Günther et al., 2024), each passage of a row (positive and
+    negatives) mean-pooled from its tokens' outputs inside its document's windows, as ``dense``
+    with ``encoding: late`` encodes it, so the model learns for late chunking; queries as
+    usual. Mean-pooled models, the ``mnrl`` loss and one worker."""
+    late_window: Annotated[int | None, Range(3)] = None
+    """``encoding: late``: tokens per window (None: the model's limit), as ``dense``'s."""
+    late_overlap: Annotated[int | None, Range(0)] = None
+    """``encoding: late``: tokens consecutive windows share (None: a quarter of a window)."""
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self), include_extras=True)
         for field in fields(self):  # each of the type and in the range its annotation declares
             _check_type(field.name, getattr(self, field.name), hints[field.name])
         check_precision(self.precision, "training", ("auto", *PRECISIONS))
+        if self.encoding not in ENCODINGS:
+            raise DaprError(
+                f"training: encoding {self.encoding!r} is not one of: {', '.join(ENCODINGS)}"
+            )
+        window, overlap = self.late_window, self.late_overlap
+        if self.encoding == "passage" and (window, overlap) != (None, None):
+            raise DaprError("training: late_window and late_overlap are settings of encoding: "
+                            "late; set encoding: late or remove them")  # fmt: skip
+        if window is not None and overlap is not None and overlap >= window:
+            raise DaprError(f"training: late_overlap {overlap} must be below late_window {window}")
 
     def identity(self) -> dict[str, Any]:
-        """The settings for a cache key; ``precision: auto`` (the default) left out, so keys
-        made before there was a precision setting stay."""
+        """The settings for a cache key; ``precision: auto`` and ``encoding: passage`` (the
+        defaults) left out, so keys made before there were such settings stay."""
         found = asdict(self)
         if self.precision == "auto":
             del found["precision"]
+        if self.encoding == "passage":
+            del found["encoding"], found["late_window"], found["late_overlap"]
         return found
 
     def trainer_arguments(self, out: Path, device: str) -> dict[str, Any]:
@@ -157,11 +180,14 @@ def train_dual_encoder(
     settings: Settings = Settings(),
     log: Callable[[str], None] | None = None,
     gather: bool = False,
+    documents: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """Fit ``model`` (a SentenceTransformer) on ``rows``; checkpoints go to ``out/checkpoints``
     (resumed from when present) and the final model to ``out/model``. Returns the training
     record written beside it as ``out/training.json``. ``gather``: one of several distributed
-    workers, whose loss sees every worker's passages (only the first worker writes)."""
+    workers, whose loss sees every worker's passages (only the first worker writes). With
+    ``encoding: late`` the rows' passages are references into ``documents``
+    (:func:`~dapr.training.span_pooling.in_documents`), span-pooled."""
     from datasets import Dataset
     from sentence_transformers import (
         SentenceTransformerTrainer,
@@ -180,11 +206,23 @@ def train_dual_encoder(
         prompts=_prompts(model, list(data.column_names)),
         router_mapping=_routes(model, list(data.column_names)),
     )
+    collator, objective = None, None
+    if settings.encoding == "late":
+        from dapr.training.span_pooling import span_training
+
+        if documents is None or loss != "mnrl" or gather:
+            raise DaprError("training: encoding late trains with loss mnrl on one worker, on "
+                            "rows that name their passages' documents")  # fmt: skip
+        card = getattr(model, "model_card_data", None)
+        name = str(getattr(card, "base_model", None) or "the model to train")
+        names = list(data.column_names)
+        collator, objective = span_training(model, name, settings, documents, names, arguments)
     trainer = SentenceTransformerTrainer(
         model=model,
         args=arguments,
         train_dataset=data,
-        loss=make_loss(loss, model, settings, gather),
+        loss=objective or make_loss(loss, model, settings, gather),
+        data_collator=collator,
     )
     negatives = len(data.column_names) - 2
     return fit(trainer, model, out, settings, log, loss=loss, negatives_per_example=negatives,

@@ -142,8 +142,9 @@ def _best(scores: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _nonzero(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Row and column of each true value of ``mask``, in row-major order; scanned eight bytes
-    at a time, for past the first tiles almost all of it is false."""
-    flat = mask.reshape(-1)
+    at a time, for past the first tiles almost all of it is false (a one-column tile's mask
+    is a strided view: made contiguous first)."""
+    flat = np.ascontiguousarray(mask).reshape(-1)
     if flat.size % 8 or np.count_nonzero(flat) > flat.size // 64:  # too many: scan bytes
         found = np.flatnonzero(flat)
     else:

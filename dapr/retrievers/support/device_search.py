@@ -24,12 +24,36 @@ import numpy as np
 import torch
 
 from dapr.retrievers.support.canonical import EXACT, _unit, error_bound, gather_rows
+from dapr.retrievers.support.encoding import gpus
 
 _MIN_BLOCK = 4096
 """The fewest rows scored at once before the query batch is made smaller instead."""
 
 _RESCORE_BYTES = 256 << 20
 """Float64 candidate rows rescored at once on a device, at most (see :func:`_rescore_bytes`)."""
+
+
+def search_devices(
+    chosen: str | list[str] | None,
+    encoder: torch.device | str,
+    device: str | None,
+    devices: list[str] | None,
+) -> list[torch.device]:
+    """The torch devices a dense retriever's search runs on; none for the CPU path (numpy's
+    BLAS on every core). By default (``chosen`` None) the query model's (``encoder``) GPU, or
+    every visible GPU when it runs on one and no ``device`` or ``devices`` was named;
+    ``chosen`` (its ``search_device``) says: ``cpu``, a device, or a list of devices
+    (``["cpu"]`` runs the GPU code on the CPU, as the tests do)."""
+    if chosen is None:
+        found = torch.device(encoder)
+        if found.type != "cuda":
+            return []
+        if device is None and devices is None:
+            return [torch.device(d) for d in gpus()]
+        return [found]
+    if isinstance(chosen, str):
+        return [] if chosen == "cpu" else [torch.device(chosen)]
+    return [torch.device(d) for d in chosen]
 
 
 def device_memory(device: torch.device) -> int:

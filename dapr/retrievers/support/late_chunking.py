@@ -13,6 +13,7 @@ the last window's trailing ones with the last passage, so a one-passage document
 exactly as ordinary mean pooling encodes that passage. A passage with no tokens gets its
 document's mean.
 
+:func:`spans` says which outputs each passage pools (span-pooled training uses it too) and
 :func:`late_chunk` is the algorithm over token ids (the encoder is a function it calls);
 :func:`window_outputs` runs a sentence-transformers model's ``Transformer`` module over windows
 with dapr's batch plans, and :func:`mean_pooled` tells from a model's files whether it pools by
@@ -63,43 +64,55 @@ def windows(length: int, size: int, overlap: int) -> tuple[np.ndarray, np.ndarra
     return starts, stops, owner.astype(np.int64)
 
 
+def spans(lengths: Sequence[int], frame: Frame) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """For a document whose passages have ``lengths`` tokens: its windows (``starts``, ``stops``
+    over its content tokens; framed, all are as long) and per passage the outputs it mean-pools,
+    as rows of its windows' outputs laid end to end (``window * framed length + place``): its
+    own tokens from the window each is most central in, the first window's leading special
+    tokens with the first passage and the last window's trailing ones with the last; a passage
+    with no tokens pools them all (its document's mean)."""
+    total = int(sum(lengths))
+    starts, stops, owner = windows(total, frame.size, frame.overlap)
+    lead, trail = len(frame.prefix), len(frame.suffix)
+    width = int(stops[0] - starts[0]) + lead + trail
+    tokens = owner * width + np.arange(total) - starts[owner] + lead
+    heads = np.arange(lead)
+    tails = len(starts) * width - trail + np.arange(trail)
+    whole = np.concatenate([heads, tokens, tails])
+    rows, at = [], 0
+    for n, length in enumerate(lengths):
+        parts = [tokens[at : at + length]]
+        at += length
+        if n == 0:
+            parts.insert(0, heads)
+        if n == len(lengths) - 1:
+            parts.append(tails)
+        rows.append(np.concatenate(parts) if length else whole)
+    return starts, stops, rows
+
+
 def late_chunk(
     documents: Sequence[Sequence[Sequence[int]]], encode: Encode, frame: Frame
 ) -> list[np.ndarray]:
     """Per document (a list of passages, each its token ids), one mean-pooled vector per passage
-    (float32, ``(passages, dim)``), from the outputs ``encode`` gives every window of every
-    document, called once."""
+    (float32, ``(passages, dim)``; the rows of :func:`spans`), from the outputs ``encode`` gives
+    every window of every document, called once."""
     framed: list[list[int]] = []
     plans = []
     for passages in documents:
         tokens = [t for passage in passages for t in passage]
-        starts, stops, owner = windows(len(tokens), frame.size, frame.overlap)
-        plans.append((len(framed), starts, owner))
+        starts, stops, rows = spans([len(p) for p in passages], frame)
+        plans.append((len(framed), len(starts), rows))
         for start, stop in zip(starts.tolist(), stops.tolist()):
             framed.append([*frame.prefix, *tokens[start:stop], *frame.suffix])
     outputs = encode(framed) if framed else []
     pooled = []
-    for passages, (first, starts, owner) in zip(documents, plans):
-        lead, trail = len(frame.prefix), len(frame.suffix)
+    for first, count, rows in plans:
         # a document's windows are all as long (full, or its only one): one array
-        stacked = np.stack([np.asarray(o) for o in outputs[first : first + len(starts)]])
-        places = np.arange(len(owner)) - starts[owner] + lead
-        token_rows = stacked[owner, places].astype(np.float64)
-        heads = stacked[0, :lead].astype(np.float64)
-        tails = stacked[-1, stacked.shape[1] - trail :].astype(np.float64)
-        dim = stacked.shape[2]
-        whole = np.concatenate([heads, token_rows, tails]).mean(axis=0)
-        vectors = np.empty((len(passages), dim), np.float64)
-        at = 0
-        for n, passage in enumerate(passages):
-            parts = [token_rows[at : at + len(passage)]]
-            at += len(passage)
-            if n == 0:
-                parts.insert(0, heads)
-            if n == len(passages) - 1:
-                parts.append(tails)
-            mine = np.concatenate(parts) if len(passage) else np.zeros((0, dim))
-            vectors[n] = mine.mean(axis=0) if len(mine) else whole
+        stacked = np.concatenate([np.asarray(o) for o in outputs[first : first + count]])
+        vectors = np.zeros((len(rows), stacked.shape[1]), np.float64)
+        for n, mine in enumerate(rows):
+            vectors[n] = stacked[mine].astype(np.float64).mean(axis=0)
         pooled.append(vectors.astype(np.float32))
     return pooled
 
@@ -188,9 +201,9 @@ def check_late(
         raise DaprError(_not_mean(model, found))
 
 
-def _not_mean(model: str, pooling: str) -> str:
+def _not_mean(model: str, pooling: str, who: str = "dense") -> str:
     return (
-        f"dense: encoding late mean-pools each passage's tokens, and model {model!r} pools by "
+        f"{who}: encoding late mean-pools each passage's tokens, and model {model!r} pools by "
         f"{pooling}: choose a mean-pooled model (all-MiniLM-L6-v2, jinav2) or encoding: passage"
     )
 
@@ -203,16 +216,19 @@ def late_identity(encoding: str, window: int | None, overlap: int | None) -> dic
     return {"document_encoding": encoding, "document_window": window, "document_overlap": overlap}
 
 
-def frame_of(model: Any, name: str, size: int | None, overlap: int | None) -> Frame:
-    """The window frame of the loaded ``model`` (named ``name`` in errors): its special tokens
-    around one sequence (found by tokenizing a word with and without them), ``size`` (default:
-    its ``max_seq_length``) less those, and ``overlap`` (default: a quarter of that)."""
+def frame_of(
+    model: Any, name: str, size: int | None, overlap: int | None, who: str = "dense"
+) -> Frame:
+    """The window frame of the loaded ``model`` (named ``name`` in errors, which begin with
+    ``who``): its special tokens around one sequence (found by tokenizing a word with and
+    without them), ``size`` (default: its ``max_seq_length``) less those, and ``overlap``
+    (default: a quarter of that)."""
     found = loaded_pooling(model)
     if found is not None:
-        raise DaprError(_not_mean(name, found))
+        raise DaprError(_not_mean(name, found, who))
     limit = model.max_seq_length
     if size is not None and size > limit:
-        raise DaprError(f"dense: late_window {size} is over {name!r}'s {limit} tokens; lower it")
+        raise DaprError(f"{who}: late_window {size} is over {name!r}'s {limit} tokens; lower it")
     tokenizer = model.tokenizer
     bare = tokenizer("a", add_special_tokens=False)["input_ids"]
     full = tokenizer("a")["input_ids"]
@@ -222,7 +238,7 @@ def frame_of(model: Any, name: str, size: int | None, overlap: int | None) -> Fr
     shared = content // 4 if overlap is None else overlap
     if not 0 <= shared < content:
         raise DaprError(
-            f"dense: late_overlap {shared} must be below the window's {content} text tokens "
+            f"{who}: late_overlap {shared} must be below the window's {content} text tokens "
             f"({size or limit} less {len(prefix) + len(suffix)} special ones); lower it"
         )
     return Frame(content, shared, prefix, suffix)
