@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import results_json  # benchmarks/results_json.py, beside this script
 from child import run_child
 
 BACKENDS = ("bm25s", "pyserini")
@@ -281,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--start-up-only", action="store_true", help="only the worker start-up measurement"
     )
+    parser.add_argument("--json", help="also write the tables as a results file (docs/results/)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -314,9 +316,13 @@ def main(argv: list[str] | None = None) -> int:
         for name, spec in workloads.items():
             spec["folder"] = folder
             lines += rows(name, measure(name, spec, Path(folder), args.repeats))
-    lines += start_up_rows(run_child(__file__, start_up_spec))
-    print("\n".join(lines))
+    start_up_lines = start_up_rows(run_child(__file__, start_up_spec))
+    print("\n".join(lines + start_up_lines))
     print(f"\n(total {time.perf_counter() - start:.0f}s)")
+    if args.json:
+        tables = {"backends": lines[1:], "start-up": start_up_lines[1:]}
+        notes = f"{lines[0].strip()}; {start_up_lines[0].strip()}"
+        results_json.write(args.json, tables, notes=notes)
     return 0
 
 

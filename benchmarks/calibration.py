@@ -1,13 +1,13 @@
 """The calibration table of ``dapr check --cost``: rates per device, from the benchmarks' results.
 
-Every measured rate is read from a results file the benchmarks wrote (``benchmarks/gpu-h200.json``,
-``python benchmarks/gpu.py``) or from the measured tables and figures of docs/benchmarks.md (each
-under its script's ``measured:`` marker), with the script, the machine and the date (the commit
-that recorded the figure, from ``git blame``). A device without a measurement (h100, v100, a CPU
-with more cores) is derived from a measured one by a stated factor and its source. The figures
-that are not rates (tokens per word, bytes on disk) are measured here, on wiki-sample, with dapr's
-own tokenizer and cache. The table is written to ``dapr/experiment/calibration.json``, which
-:mod:`dapr.experiment.estimate` reads.
+Every measured rate is read from a results file the benchmarks wrote
+(``docs/results/gpu-h200.json``, ``python benchmarks/gpu.py``) or from the tables and figures of
+docs/benchmarks.md (each table under its ``results:`` marker, rendered from docs/results/), with
+the script, the machine and the date (the commit that recorded the figure, from ``git blame``).
+A device without a measurement (h100, v100, a CPU with more cores) is derived from a measured one
+by a stated factor and its source. The figures that are not rates (tokens per word, bytes on
+disk) are measured here, on wiki-sample, with dapr's own tokenizer and cache. The table is
+written to ``dapr/experiment/calibration.json``, which :mod:`dapr.experiment.estimate` reads.
 
     python benchmarks/calibration.py [--out dapr/experiment/calibration.json]
 """
@@ -28,7 +28,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "benchmarks.md"
-GPU = ROOT / "benchmarks" / "gpu-h200.json"
+GPU = ROOT / "docs" / "results" / "gpu-h200.json"
 OUT = ROOT / "dapr" / "experiment" / "calibration.json"
 CPU2 = "2-core AMD EPYC (the project's development machine)"
 
@@ -229,11 +229,11 @@ def this_machine() -> str:
 
 
 def gpu_rates() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """The H200's rates, from benchmarks/gpu-h200.json (wiki-sample's passages: ``tokens``)."""
-    result = json.loads(GPU.read_text())
+    """The H200's rates, from docs/results/gpu-h200.json (wiki-sample's passages: ``tokens``)."""
+    result = json.loads(GPU.read_text())["data"]  # the raw result beside the rendered table
     machine = f"{result['device_name']} (torch {result['torch']})"
     rows = {row["measure"]: row for row in result["rows"]}
-    source = "python benchmarks/gpu.py (benchmarks/gpu-h200.json)"
+    source = "python benchmarks/gpu.py (docs/results/gpu-h200.json)"
 
     def row(start: str) -> dict[str, Any]:
         return next(r for m, r in rows.items() if m.startswith(start))

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import results_json  # benchmarks/results_json.py, beside this script
 
 SHARD = 65_536
 METHODS = {
@@ -152,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeats", type=int, default=3, help="runs per method, in turns; the fastest is kept"
     )
+    parser.add_argument("--json", help="also write the table as a results file (docs/results/)")
     parser.add_argument("--worker", choices=METHODS, help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -185,20 +187,23 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.queries:,} queries, top {args.k}, {cores} cores, "
         f"fastest of {args.repeats} runs each\n"
     )
-    print(
+    lines = [
         "| method | seconds | queries/s | throughput / faiss | peak RSS (GiB) | "
-        "peak anonymous (GiB) | same top 10 as dapr |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|")
+        "peak anonymous (GiB) | same top 10 as dapr |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     faiss_seconds = results["faiss"]["seconds"]
     for method, label in METHODS.items():
         r = results[method]
-        print(
+        lines.append(
             f"| {label} | {r['seconds']:.1f} | {args.queries / r['seconds']:,.0f} | "
             f"{faiss_seconds / r['seconds']:.2f}x | {r['rss']:.2f} | {r['anonymous']:.2f} | "
             f"{agree[method]}/{sample} |"
         )
-    print(f"| one full score matrix | - | - | - | {full_matrix:.1f} (computed) | - | - |")
+    lines.append(f"| one full score matrix | - | - | - | {full_matrix:.1f} (computed) | - | - |")
+    print("\n".join(lines))
+    if args.json:
+        results_json.write(args.json, {"exact-search": lines})
     return 0 if all(n == sample for n in agree.values()) else 1
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import results_json  # benchmarks/results_json.py, beside this script
 
 from dapr.data import Run
 from dapr.fusion import Convex
@@ -195,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alpha", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", help="also write the table as a results file (docs/results/)")
     args = parser.parse_args(argv)
 
     start = time.perf_counter()
@@ -216,13 +218,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     same, worst = compare(run_ranking(fused), reference)
 
-    print("| implementation | seconds | ratio vs reference | rankings identical | max abs diff |")
-    print("| --- | ---: | ---: | --- | ---: |")
-    print(f"| reference (dict per query) | {ref_time:.3f} | 1.0x | - | - |")
-    print(
-        f"| dapr.fusion.Convex | {fast_time:.3f} | {ref_time / fast_time:.1f}x faster "
-        f"| {'yes' if same else 'NO'} | {worst:.1e} |"
-    )
+    lines = [
+        "| implementation | seconds | ratio vs reference | rankings identical | max abs diff |",
+        "| --- | ---: | ---: | --- | ---: |",
+        f"| reference (dict per query) | {ref_time:.3f} | 1.0x | - | - |",
+        f"| `dapr.fusion.Convex` | {fast_time:.3f} | {ref_time / fast_time:.1f}x faster "
+        f"| {'yes' if same else 'NO'} | {worst:.1e} |",
+    ]
+    print("\n".join(lines))
+    if args.json:
+        results_json.write(args.json, {"fusion": lines}, notes=f"best of {args.repeats}")
     return 0 if same else 1
 
 

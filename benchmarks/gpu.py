@@ -19,9 +19,10 @@ passages (or ``--texts FILE``, JSON lines with ``text``). Measured, each pair si
   gives identical shards and run files; the GPU search gives the CPU search's run.
 
 On a machine without a GPU it runs a small CPU version (the tests run it, so it cannot rot).
-``--readme`` writes the table into README.md between its ``gpu-benchmark`` markers.
+``--json PATH`` also writes the table as a results file (``docs/results/gpu-h200.json`` is the
+one README.md and the site show; ``python docs/_hooks/results_tables.py --write`` renders it).
 
-    python benchmarks/gpu.py [--out gpu.json] [--shape DIR] [--texts FILE] [--readme]
+    python benchmarks/gpu.py [--out gpu.json] [--shape DIR] [--texts FILE] [--json PATH]
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import results_json  # benchmarks/results_json.py, beside this script
 import torch
 
 SIZES = {
@@ -420,14 +422,15 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_readme(result: dict[str, Any], readme: Path) -> None:
-    """The table between ``<!-- gpu-benchmark -->`` and ``<!-- /gpu-benchmark -->``."""
-    text = readme.read_text()
-    start, end = "<!-- gpu-benchmark -->\n", "<!-- /gpu-benchmark -->"
-    if start not in text or end not in text:
-        raise SystemExit(f"{readme}: no gpu-benchmark markers")
-    head, rest = text.split(start, 1)
-    readme.write_text(head + start + markdown(result) + end + rest.split(end, 1)[1])
+def write_json(result: dict[str, Any], path: str) -> None:
+    """The table as a results file (docs/results/, rendered into README.md and the site), with
+    the raw result under ``data`` (benchmarks/calibration.py reads it)."""
+    hardware = (
+        f"{result['device_name']} (torch {result['torch']}, "
+        f"sentence-transformers {result['sentence_transformers']})"
+    )
+    table = markdown(result).splitlines()[2:]
+    results_json.write(path, {"gpu": table}, hardware=hardware, data=result)
 
 
 def main() -> None:
@@ -437,16 +440,11 @@ def main() -> None:
     parser.add_argument("--texts", help="JSON lines with a 'text' field (else wiki-sample)")
     parser.add_argument("--only", nargs="*", help="sections to run (default: all)")
     parser.add_argument("--small", action="store_true", help="the CPU sizes, on any machine")
-    parser.add_argument("--readme", help="write the table of this JSON file into README.md")
+    parser.add_argument("--json", help="also write the table as a results file (docs/results/)")
     parser.add_argument("--markdown", help="print the table of this JSON file")
     args = parser.parse_args()
     if args.markdown:
         print(markdown(json.loads(Path(args.markdown).read_text())), end="")
-        return
-    if args.readme:
-        write_readme(
-            json.loads(Path(args.readme).read_text()), Path(__file__).parents[1] / "README.md"
-        )
         return
     device = "cuda" if torch.cuda.is_available() and not args.small else "cpu"
     sizes = SIZES[device]
@@ -496,6 +494,8 @@ def main() -> None:
     save()
     print(markdown(result))
     print(f"{result['seconds']} s; written to {args.out}", file=sys.stderr)
+    if args.json:
+        write_json(result, args.json)
     if failed:
         raise SystemExit("failed: " + "; ".join(failed))
 

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import results_json  # benchmarks/results_json.py, beside this script
 from child import run_child
 
 BACKENDS = ("pke", "native")
@@ -142,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--xquad", type=int, default=10_000, help="XQuAD articles (all)")
     parser.add_argument("--xquad-file", type=Path, help="xquad.en.json (default: fetched)")
     parser.add_argument("--no-pool", action="store_true", help="skip the all-cores runs")
+    parser.add_argument("--json", help="also write the table as a results file (docs/results/)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -192,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("\n".join(lines))
     print(f"\n(total {time.perf_counter() - started:.0f}s)")
+    if args.json:
+        results_json.write(
+            args.json, {"keyphrases": lines[1:-1]}, notes=f"{lines[0].strip()} {lines[-1].strip()}"
+        )
     return 0
 
 

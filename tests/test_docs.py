@@ -17,8 +17,7 @@ A code block is checked by its language, unless the line before it is an
 - ``toml`` parses; ``text`` is a diagram; ``mermaid`` is a diagram the site draws (its structure:
   tests/test_explanations.py); ``bibtex`` is the paper's citation (tests/test_citation.py).
 
-A table of measured numbers must name the command that produced it on the line above it
-(``<!-- measured: COMMAND -->``), or be a generated part.
+A table of figures is the render of a results file (tests/test_results_tables.py).
 """
 
 from __future__ import annotations
@@ -50,7 +49,6 @@ FILES = [ROOT / "README.md", *PAGES]
 
 FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 ILLUSTRATIVE = re.compile(r"^<!-- illustrative: (\S.*\S) -->$")
-MEASURED = re.compile(r"^<!-- measured: (\S.*\S) -->$")
 LANGUAGES = {"bash", "yaml", "python", "toml", "text", "mermaid", "bibtex"}
 
 EXECUTED = (("--version",), ("plugins",), ("data", "stats"), ("data", "list"))
@@ -136,9 +134,12 @@ def test_site_builds_strict_with_every_page(site: Path):
         return [p for item in nav for p in pages(item)]
 
     in_nav = set(pages(config["nav"]))
-    assert in_nav == {str(p.relative_to(ROOT / "docs")) for p in PAGES}, "a page is not in nav"
+    notebooks = (ROOT / "docs").rglob("*.ipynb")  # the tutorials (tests/test_notebooks.py)
+    in_docs = {str(p.relative_to(ROOT / "docs")) for p in [*PAGES, *notebooks]}
+    assert in_nav == in_docs, "a page is not in nav"
     for page in in_nav:
-        built = site / ("index.html" if page == "index.md" else page[:-3] + "/index.html")
+        stem = page.rsplit(".", 1)[0]
+        built = site / ("index.html" if page == "index.md" else stem + "/index.html")
         assert built.is_file(), page
     api = (site / "api" / "index.html").read_text()
     assert 'id="dapr.interfaces.Retriever"' in api and 'id="dapr.registry.Registry"' in api
@@ -364,32 +365,3 @@ def test_illustrative_blocks_give_a_reason():
         for line in path.read_text().splitlines():
             if "illustrative" in line and line.startswith("<!--"):
                 assert ILLUSTRATIVE.match(line.strip()), f"{path}: {line}"
-
-
-# -- measured tables ------------------------------------------------------------------------
-
-NUMBER = re.compile(r"\|\s*\**-?\d+\.\d+")
-GENERATED = r"<!-- gpu-benchmark -->.*?<!-- /gpu-benchmark -->"  # benchmarks/gpu.py --readme
-
-
-def test_tables_of_numbers_name_the_command_that_measured_them():
-    unnamed = []
-    for path in FILES:
-        text = path.read_text()
-        generated = re.sub(GENERATED, "", text, flags=re.S)
-        lines = generated.splitlines()
-        for i, line in enumerate(lines):
-            starts = line.startswith("|") and (i == 0 or not lines[i - 1].startswith("|"))
-            if not starts:
-                continue
-            table = []
-            for row in lines[i:]:
-                if not row.startswith("|"):
-                    break
-                table.append(row)
-            settings = line.startswith("| setting ")  # the paper's settings beside dapr's
-            if any(NUMBER.search(row) for row in table[2:]) and not (
-                settings or (i > 0 and MEASURED.match(lines[i - 1].strip()))
-            ):
-                unnamed.append(f"{path.relative_to(ROOT)}: {line}")
-    assert unnamed == [], "put <!-- measured: COMMAND --> on the line above each"

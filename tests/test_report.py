@@ -8,8 +8,11 @@ import csv
 import io
 import json
 import math
+import os
 import shutil
 import statistics
+import struct
+from pathlib import Path
 
 import pytest
 from scipy.stats import t as t_dist
@@ -45,6 +48,7 @@ SCORES = {
 }
 ROWS = [(PO, "bm25"), (PO, "dense"), (TI, "bm25"), (TI, "dense")]
 LABELS = {"q0": ["CR"], "q1": ["CR", "MT"], "q2": ["MT"], "q3": ["AC"]}  # q4 has none
+FIGURES = Path(__file__).parents[1] / "docs" / "figures"
 BASELINES = [PO, "dense"]  # an approach (same retriever), and the system "dense" = (PO, dense)
 
 
@@ -239,6 +243,8 @@ def test_report_html_renders_in_a_real_browser(dirs, tmp_path, capsys):
                 "img", "imgs => imgs.map(i => [i.complete, i.naturalWidth, i.naturalHeight])"
             )
             bold = page.eval_on_selector_all("#table3 td.best", "cs => cs.map(c => c.innerText)")
+            page.set_viewport_size({"width": 1000, "height": 800})
+            shot = page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
         finally:
             browser.close()
     assert heads == ["Approach", "Retriever", "A", "B", "Avg.", "NQ-hard"]
@@ -254,3 +260,15 @@ def test_report_html_renders_in_a_real_browser(dirs, tmp_path, capsys):
     assert len(images) == 2  # the systems chart and dataset A's categories chart
     assert all(done and width > 0 and height > 0 for done, width, height in images)
     assert requests and all(url.startswith(("file:", "data:")) for url in requests)
+    # the page drawn: a PNG as wide as the window and taller than one screen (table, charts)
+    width, height = struct.unpack(">II", shot[16:24])
+    assert shot[:8] == b"\x89PNG\r\n\x1a\n" and width == 1000 and height > 800
+    if os.environ.get("DAPR_WRITE_FIGURES"):  # the docs' screenshot: CONTRIBUTING.md
+        shutil.copyfile(tmp_path / "report.png", FIGURES / "report.png")
+
+
+def test_the_docs_screenshot_is_a_report_page():
+    """docs/figures/report.png is the screenshot this file's browser test takes."""
+    shot = (FIGURES / "report.png").read_bytes()
+    width, height = struct.unpack(">II", shot[16:24])
+    assert shot[:8] == b"\x89PNG\r\n\x1a\n" and width == 1000 and height > 800

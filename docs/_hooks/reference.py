@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 import re
 import sys
 import typing
@@ -26,9 +25,6 @@ from reference_schema import keys as keys  # re-exported: the tests read the sch
 from reference_schema import sections as sections
 
 MARKER = re.compile(r"^<!-- reference: ([a-z-]+) -->$", re.MULTILINE)
-RESULTS = re.compile(r"^<!-- results: ([\w.-]+) -->$", re.MULTILINE)
-"""A marker for a results file kept in ``docs/results/``: a run's ``summary.md`` copied as it
-was written, or a benchmark's JSON lines (rendered by the benchmark's own ``table``)."""
 
 
 def _type(annotation: Any) -> str:
@@ -204,16 +200,6 @@ def components(kind: str) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def gpu_benchmark() -> str:
-    """The GPU benchmark's table, from README.md's ``gpu-benchmark`` markers, where
-    ``python benchmarks/gpu.py --readme RESULT.json`` writes it."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    start, end = "<!-- gpu-benchmark -->", "<!-- /gpu-benchmark -->"
-    if start not in readme or end not in readme:
-        raise ValueError("README.md: no gpu-benchmark markers")
-    return readme.split(start, 1)[1].split(end, 1)[0].strip() + "\n"
-
-
 def environment() -> str:
     """Every ``DAPR_*`` variable dapr reads: its type, default, effect and an example, from
     the declarations of :mod:`dapr.settings`."""
@@ -234,7 +220,6 @@ PARTS: dict[str, Callable[[], str]] = {
     "metrics": lambda: components("metrics"),
     "experiment": experiment,
     "training": training,
-    "gpu-benchmark": gpu_benchmark,
     "environment": environment,
     "full-grid-cost": lambda: full_grid_cost(),
 }
@@ -264,30 +249,7 @@ def render(markdown: str) -> str:
             raise ValueError(f"unknown reference part {name!r}; choose from: {', '.join(PARTS)}")
         return PARTS[name]()
 
-    return RESULTS.sub(lambda m: results(m.group(1)), MARKER.sub(part, markdown))
-
-
-def results(name: str) -> str:
-    """The results file ``docs/results/NAME`` as markdown: a ``.md`` file as it is, the
-    cross-encoder sweep's JSON lines as its table."""
-    root = Path(__file__).resolve().parents[2]
-    file = root / "docs" / "results" / name
-    if not file.is_file():
-        raise ValueError(f"docs/results/{name}: no such results file")
-    if file.suffix == ".md":
-        return file.read_text()
-    if name.startswith("cross-encoder-sweep"):
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location(
-            "cross_encoder_sweep", root / "benchmarks" / "cross_encoder_sweep.py"
-        )
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        lines = [json.loads(x) for x in file.read_text().splitlines() if x.strip()]
-        return module.table(lines) + "\n"
-    raise ValueError(f"docs/results/{name}: no renderer for this file")
+    return MARKER.sub(part, markdown)
 
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
