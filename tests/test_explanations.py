@@ -159,6 +159,7 @@ def test_the_site_draws_mermaid_blocks_as_diagrams():
     Loader.add_multi_constructor(
         "tag:yaml.org,2002:python/name:", lambda loader, suffix, node: suffix
     )
+    Loader.add_constructor("!ENV", lambda loader, node: None)  # mkdocs' environment tag
     config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=Loader)
     extensions = [e for e in config["markdown_extensions"] if isinstance(e, dict)]
     fences = next(e["pymdownx.superfences"] for e in extensions if "pymdownx.superfences" in e)

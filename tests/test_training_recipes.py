@@ -217,7 +217,8 @@ def test_a_cross_encoder_that_leaves_nothing_is_warned_about(capsys):
     lines = capsys.readouterr().err.splitlines()
     assert lines == [
         "dapr: warning: train.de: the cross-encoder scored every mined candidate at or above "
-        "0.1, so no negative is left; is it calibrated?",
+        "0.1, so no negative is left; is it calibrated (calibration: platt on its train: "
+        "entry)?",
         "dapr: warning: train.de: augmentation labelled no example (no query has both a "
         "pseudo-positive and a pseudo-negative)",
     ]
