@@ -72,7 +72,8 @@ def test_a_typed_table_and_a_stale_table_are_found(tmp_path):
     typed = tmp_path / "typed.md"
     typed.write_text("Fused:\n\n| system | nDCG@10 |\n|---|---:|\n| fused | 0.5454 |\n")
     assert _unsourced(typed) == ["typed.md:3 | system | nDCG@10 |"]
-    page = "<!-- results: rank_fusion/wiki-sample/summary.md -->\n| system | nDCG@10 |\n|---|---:|\n"
+    marker = "<!-- results: rank_fusion/wiki-sample/summary.md -->"
+    page = marker + "\n| system | nDCG@10 |\n|---|---:|\n"
     rendered = rt.rewrite(page)
     assert rendered != page and rt.rewrite(rendered) == rendered
     assert "| bm25-passage | passage |" in rendered
