@@ -162,26 +162,34 @@ def torch_extensions(pytestconfig: pytest.Config, tmp_path: Path, monkeypatch) -
     return built
 
 
-@pytest.fixture(scope="session")
-def wiki_splits(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The 40 shortest articles of wiki-sample with the dev and test queries judged in them."""
+def write_shortest_wiki(folder: Path, count: int, name: str, min_queries: int = 0) -> Path:
+    """The ``count`` shortest articles of wiki-sample with the dev and test queries judged in
+    them, written as dataset ``name`` under ``folder``."""
     from dapr.data_loaders.wiki_sample import adapter
 
     from dapr.data import Corpus, Dataset, Split
     from dapr.datasets import write_dataset
 
     wiki = adapter.load()
-    documents = sorted(wiki.corpus, key=lambda d: len(d.passages))[:40]
+    documents = sorted(wiki.corpus, key=lambda d: len(d.passages))[:count]
     inside = {p.id for d in documents for p in d.passages}
     splits = {}
-    for name in ("dev", "test"):
-        split = wiki.split(name)
+    for split_name in ("dev", "test"):
+        split = wiki.split(split_name)
         kept = [q for q, judged in split.qrels.items() if judged.keys() <= inside]
-        splits[name] = Split({q: split.queries[q] for q in kept}, {q: split.qrels[q] for q in kept})
-        assert len(kept) >= 10
-    path = tmp_path_factory.mktemp("data") / "wiki-splits"
-    write_dataset(Dataset("wiki-splits", Corpus(documents), splits), path)
+        splits[split_name] = Split(
+            {q: split.queries[q] for q in kept}, {q: split.qrels[q] for q in kept}
+        )
+        assert len(kept) >= min_queries
+    path = folder / name
+    write_dataset(Dataset(name, Corpus(documents), splits), path)
     return path
+
+
+@pytest.fixture(scope="session")
+def wiki_splits(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 40 shortest articles of wiki-sample with the dev and test queries judged in them."""
+    return write_shortest_wiki(tmp_path_factory.mktemp("data"), 40, "wiki-splits", 10)
 
 
 @pytest.fixture(scope="module")

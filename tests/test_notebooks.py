@@ -15,6 +15,7 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat", reason="install the test extra")
 nbclient = pytest.importorskip("nbclient", reason="install the test extra")
+from conftest import write_shortest_wiki  # noqa: E402  (tests/conftest.py)
 from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402  (after the skips)
 from jupyter_client.manager import KernelManager  # noqa: E402
 
@@ -117,20 +118,7 @@ def tour_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The 20 shortest articles of wiki-sample with their dev and test queries (84 passages, 12
     and 17 queries), so that the tour encodes its passages in seconds; the site's build runs it
     on the whole sample."""
-    from dapr.data import Corpus, Dataset, Split
-    from dapr.datasets import load_dataset, write_dataset
-
-    wiki = load_dataset("wiki-sample")
-    documents = sorted(wiki.corpus, key=lambda d: len(d.passages))[:20]
-    inside = {p.id for d in documents for p in d.passages}
-    splits = {}
-    for name in ("dev", "test"):
-        split = wiki.split(name)
-        kept = [q for q, judged in split.qrels.items() if judged.keys() <= inside]
-        splits[name] = Split({q: split.queries[q] for q in kept}, {q: split.qrels[q] for q in kept})
-    path = tmp_path_factory.mktemp("data") / "wiki-20"
-    write_dataset(Dataset("wiki-20", Corpus(documents), splits), path)
-    return path
+    return write_shortest_wiki(tmp_path_factory.mktemp("data"), 20, "wiki-20")
 
 
 @pytest.fixture(scope="module")
