@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 import results_json  # benchmarks/results_json.py, beside this script
-from child import run_child
+from child import fastest_in_turns, run_child
 
 BACKENDS = ("bm25s", "pyserini")
 _CHUNK = 10_000
@@ -176,15 +176,14 @@ def measure(
     """Both backends on one corpus: index + search on every core ``repeats`` times, the
     backends taking turns, keeping each one's fastest indexing run; then search on one CPU."""
     one_cpu = {min(os.sched_getaffinity(0))}
-    results: dict[str, dict[str, Any]] = {backend: {} for backend in BACKENDS}
-    for turn in range(repeats):
-        for backend in BACKENDS:
-            store = folder / f"{name}-{backend}-{turn}"
-            every = dict(spec, backend=backend, store=str(store), index=True, threads=0)
-            run = run_child(__file__, every)
-            best = results[backend].get("all")
-            if best is None or run["index_seconds"] < best["index_seconds"]:
-                results[backend].update(all=run, store=str(store))
+
+    def indexed(backend: str, turn: int) -> dict[str, Any]:
+        store = str(folder / f"{name}-{backend}-{turn}")
+        every = dict(spec, backend=backend, store=store, index=True, threads=0)
+        return {**run_child(__file__, every), "store": store}
+
+    best = fastest_in_turns(BACKENDS, repeats, indexed, key="index_seconds")
+    results = {backend: {"store": run.pop("store"), "all": run} for backend, run in best.items()}
     for backend in BACKENDS:
         single = dict(spec, backend=backend, store=results[backend]["store"], index=False)
         results[backend]["one"] = run_child(__file__, dict(single, threads=1), one_cpu)

@@ -11,7 +11,8 @@ re-ranks the first stage's top ``--depth`` for the test questions (the untrained
 as the recipes' cross-encoders re-rank theirs, or BM25's). Each loss keeps its recipe settings
 unless told otherwise (``bce``: 3 epochs of 16 pairs; ``mnrl`` and ``listnet``: 1 epoch of 8
 questions; 1e-4, 128 tokens). Prints one row per (loss, size); ``--json PATH`` also writes them
-with the script, command, date, commit and hardware.
+as a results file (docs/results/), keeping the rows it already holds for the same settings: a
+curve that stopped goes on where it stopped, and losses or sizes can be added later.
 
     python benchmarks/cross_encoder_curve.py --dataset COVID-QA --losses mnrl bce \\
         [--sizes 100 300 600 1000 all] [--json docs/results/ce-curve-covid-qa.json]
@@ -21,15 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import results_json  # benchmarks/results_json.py, beside this script
 
 DATASETS = ("COVID-QA", "XQuAD")
 RECIPES = {
@@ -152,38 +152,27 @@ def one(loss: str, size: int, dataset: Any, texts: dict, runs: dict, args: Any) 
     }  # fmt: skip
 
 
-def hardware() -> str:
-    """The cores, the CPU's name and the memory of this machine."""
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
-    )
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{len(os.sched_getaffinity(0))} cores ({cpu}), {memory:.0f} GiB"
-
-
-def write_json(path: Path, rows: list[dict]) -> None:
-    """The rows with what produced them: script, command, date, commit and hardware."""
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-        cwd=Path(__file__).parent,
-    ).stdout.strip()  # fmt: skip
-    stamped = {
-        "script": "benchmarks/cross_encoder_curve.py",
-        "command": " ".join(["python", "benchmarks/cross_encoder_curve.py", *sys.argv[1:]]),
-        "date": time.strftime("%Y-%m-%d", time.gmtime()),
-        "commit": commit or None,
-        "hardware": hardware(),
-        "rows": rows,
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(stamped, indent=1) + "\n")
-    partial.replace(path)
+def earlier_rows(path: Path | None, args: Any) -> list[dict]:
+    """The rows already in ``path`` (a run that stopped, or one with other losses or sizes) that
+    were measured with this run's dataset and settings, so that they are kept, not measured
+    again; none when there is no such file."""
+    if path is None or not path.is_file():
+        return []
+    same = {
+        "dataset": args.dataset, "negatives": args.negatives, "depth": args.depth,
+        "first_stage": args.first_stage, "learning_rate": args.learning_rate,
+    }  # fmt: skip
+    kept = []
+    for row in json.loads(path.read_text()).get("rows", []):
+        recipe = RECIPES.get(row.get("loss", ""), {})
+        if (
+            all(row.get(key) == value for key, value in same.items())
+            and row.get("epochs") == (args.epochs or recipe.get("epochs"))
+            and row.get("batch_size") == (args.batch_size or recipe.get("batch_size"))
+            and (args.queries is None or row.get("test_questions") == args.queries)
+        ):
+            kept.append(row)
+    return kept
 
 
 def table(rows: list[dict]) -> str:
@@ -217,7 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, help="test questions re-ranked (default: all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", type=Path, default=Path("/tmp/dapr-ce-curve"))
-    parser.add_argument("--json", type=Path, help="also write the rows to this file")
+    parser.add_argument(
+        "--json", type=Path, help="results file to write (its rows of these settings are kept)"
+    )
     args = parser.parse_args(argv)
     for size in args.sizes:  # before any work
         if size != "all" and not (size.isdigit() and int(size) >= 1):
@@ -228,14 +219,23 @@ def main(argv: list[str] | None = None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     texts = {p.id: p.text for d in dataset.corpus for p in d.passages if p.is_candidate}
     runs = runs_of(dataset, texts, args.work, args.first_stage, args.depth)
-    rows = []
+    rows = earlier_rows(args.json, args)
+    done = {(r["loss"], r["questions"]) for r in rows}
     for loss in args.losses:
         for size in sizes:
+            if (loss, size) in done:
+                print(f"== {args.dataset} {loss} {size}: kept from {args.json}", flush=True)
+                continue
             print(f"== {args.dataset} {loss} {size} of {available} questions", flush=True)
-            rows.append(one(loss, size, dataset, texts, runs, args))
-            print(json.dumps(rows[-1]), flush=True)
+            row = one(loss, size, dataset, texts, runs, args)
+            print(json.dumps(row), flush=True)
+            rows = sorted([*rows, row], key=lambda r: (r["loss"], r["questions"]))
             if args.json:  # written as each row finishes: a long curve keeps what it measured
-                write_json(args.json, rows)
+                notes = (
+                    "minutes: training alone, on this machine's CPU; rows this command did not "
+                    "measure were kept from an earlier run of the same settings into this file"
+                )
+                results_json.write(args.json, {"curve": table(rows).splitlines()}, notes, rows=rows)
     print(table(rows))
     return 0
 

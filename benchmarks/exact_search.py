@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import results_json  # benchmarks/results_json.py, beside this script
+from child import fastest_in_turns
 
 SHARD = 65_536
 METHODS = {
@@ -167,12 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         write_vectors(folder, args.documents, args.dim, args.queries, args.seed)
         took = time.perf_counter() - start
         print(f"wrote {args.documents:,} x {args.dim} vectors in {took:.0f} s")
-        results: dict[str, dict] = {}
-        for _ in range(args.repeats):  # in turns, so that a busy spell does not favour one
-            for method in METHODS:
-                run = measure(method, folder, args.k)
-                if method not in results or run["seconds"] < results[method]["seconds"]:
-                    results[method] = run
+        results = fastest_in_turns(METHODS, args.repeats, lambda m, _: measure(m, folder, args.k))
 
     sample = len(results["dapr"]["top10"])
     agree = {

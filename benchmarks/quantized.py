@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 import results_json  # benchmarks/results_json.py, beside this script
-from child import run_child
+from child import fastest_in_turns, run_child
 
 SHARD = 65_536
 METHODS = {"float": "float exact", "int8": "int8 + rescore", "binary": "binary + rescore"}
@@ -107,12 +107,11 @@ def speed_table(args: argparse.Namespace) -> list[str]:
         sizes = {
             m: _bytes(folder, "shard-*.npy" if m == "float" else f"{m}/codes.npy") for m in METHODS
         }
-        results: dict[str, dict] = {}
-        for _ in range(args.repeats):  # in turns, so that a busy spell does not favour one
-            for method in METHODS:
-                run = run_child(__file__, {**base, "method": method, "build": False})
-                if method not in results or run["seconds"] < results[method]["seconds"]:
-                    results[method] = run
+        results = fastest_in_turns(
+            METHODS,
+            args.repeats,
+            lambda m, _: run_child(__file__, {**base, "method": m, "build": False}),
+        )
     exact = results["float"]["top10"]
     lines = [
         "| method | codes built (s) | search (s) | queries/s | speed-up | peak RSS (GiB) | "

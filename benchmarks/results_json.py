@@ -65,4 +65,7 @@ def write(path: str | Path, tables: dict[str, list[str]], notes: str = "", **ext
         "tables": {name: table(lines) for name, lines in tables.items()},
         **extra,
     }
-    Path(path).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    target = Path(path)
+    partial = target.with_name(target.name + ".partial")  # replaced whole: never half a file
+    partial.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    partial.replace(target)

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from child import run_child
+from child import fastest_in_turns, run_child
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -105,13 +105,14 @@ def main() -> None:
         print(json.dumps(measure(json.loads(args.child))))
         return
     script = str(Path(__file__).resolve())
-    best: dict[str, float] = {}
-    for _ in range(args.repeats):
-        for method in ("bare", "dapr"):
-            spec = {"method": method, "steps": args.steps, "batch": args.batch}
-            found = run_child(script, spec)
-            rate = found["examples"] / found["seconds"]
-            best[method] = max(best.get(method, 0.0), rate)
+    fastest = fastest_in_turns(
+        ("bare", "dapr"),
+        args.repeats,
+        lambda method, _: run_child(
+            script, {"method": method, "steps": args.steps, "batch": args.batch}
+        ),
+    )
+    best = {method: run["examples"] / run["seconds"] for method, run in fastest.items()}
     cached = run_child(script, {"method": "dapr", "steps": 2, "batch": 512, "loss": "cached_mnrl"})
     plain = run_child(script, {"method": "dapr", "steps": 2, "batch": 64, "loss": "mnrl"})
     print(f"{MODEL}, {args.steps} steps of {args.batch} examples, best of {args.repeats}\n")

@@ -6,7 +6,9 @@ the script before any work with one line saying what to run or give.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -92,3 +94,66 @@ def test_msmarco_build_takes_its_sample_from_source(tmp_path: Path, samples: Pat
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "same dataset: yes" in done.stdout
+
+
+def test_the_learning_curve_takes_its_sizes_and_names_a_missing_dataset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    curve = _module("cross_encoder_curve", monkeypatch)
+    script = BENCHMARKS / "cross_encoder_curve.py"
+    assert curve.sizes_of(["300", "all", "100", "1000"], 748) == [100, 300, 748]
+    env = {**os.environ, "DAPR_HOME": str(tmp_path)}
+    work = tmp_path / "work"
+    for size, words in (("ten", "--sizes: 'ten'"), ("100", "dapr data build XQuAD")):
+        done = subprocess.run(
+            [sys.executable, str(script), "--dataset", "XQuAD", "--sizes", size,
+             "--work", str(work)],
+            capture_output=True, text=True, env=env, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 1 and done.stderr.count("\n") == 1 and words in done.stderr
+    assert not work.exists(), "the checks come before any work"
+
+
+def test_the_learning_curve_keeps_the_rows_of_its_settings_from_an_earlier_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    curve = _module("cross_encoder_curve", monkeypatch)
+    args = argparse.Namespace(
+        dataset="COVID-QA", negatives=3, depth=20, first_stage="dense", learning_rate=1e-4,
+        epochs=None, batch_size=None, queries=300,
+    )  # fmt: skip
+    same = {
+        "dataset": "COVID-QA", "negatives": 3, "depth": 20, "first_stage": "dense",
+        "learning_rate": 1e-4, "test_questions": 300, "questions": 100,
+    }  # fmt: skip
+    rows = [
+        {**same, "loss": "mnrl", "epochs": 1.0, "batch_size": 8},
+        {**same, "loss": "bce", "epochs": 3.0, "batch_size": 16},
+        {**same, "loss": "bce", "epochs": 1.0, "batch_size": 16},  # other epochs
+        {**same, "loss": "mnrl", "epochs": 1.0, "batch_size": 8, "negatives": 7},
+        {**same, "loss": "mnrl", "epochs": 1.0, "batch_size": 8, "dataset": "XQuAD"},
+        {**same, "loss": "mnrl", "epochs": 1.0, "batch_size": 8, "test_questions": 50},
+    ]
+    file = tmp_path / "curve.json"
+    assert curve.earlier_rows(file, args) == []
+    file.write_text(json.dumps({"rows": rows}))
+    assert curve.earlier_rows(file, args) == rows[:2]
+    args.epochs = 1.0
+    assert curve.earlier_rows(file, args) == [rows[0], rows[2]]
+
+
+def test_methods_take_turns_and_each_keeps_its_fastest(monkeypatch: pytest.MonkeyPatch):
+    child = _module("child", monkeypatch)
+    times = {("a", 0): 3.0, ("b", 0): 1.0, ("a", 1): 2.0, ("b", 1): 4.0}
+    order: list[tuple[str, int]] = []
+
+    def measure(name: str, turn: int) -> dict:
+        order.append((name, turn))
+        return {"seconds": times[name, turn], "turn": turn}
+
+    best = child.fastest_in_turns(("a", "b"), 2, measure)
+    assert order == [("a", 0), ("b", 0), ("a", 1), ("b", 1)]
+    assert best == {"a": {"seconds": 2.0, "turn": 1}, "b": {"seconds": 1.0, "turn": 0}}
+    assert child.fastest_in_turns(["a"], 2, measure, key="turn") == {
+        "a": {"seconds": 3.0, "turn": 0}
+    }

@@ -240,26 +240,3 @@ def test_bad_calibration_keys_are_one_line(tiny_encoder, tmp_path, capsys, chang
     assert main(["train", str(file)]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and str(file) in err
-
-
-def test_the_learning_curve_takes_its_sizes_and_names_a_missing_dataset(tmp_path: Path):
-    import importlib.util
-    import subprocess
-    import sys
-
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "cross_encoder_curve.py"
-    spec = importlib.util.spec_from_file_location("cross_encoder_curve", script)
-    assert spec is not None and spec.loader is not None
-    curve = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(curve)
-    assert curve.sizes_of(["300", "all", "100", "1000"], 748) == [100, 300, 748]
-    env = {**os.environ, "DAPR_HOME": str(tmp_path)}
-    work = tmp_path / "work"
-    for size, words in (("ten", "--sizes: 'ten'"), ("100", "dapr data build XQuAD")):
-        done = subprocess.run(
-            [sys.executable, str(script), "--dataset", "XQuAD", "--sizes", size,
-             "--work", str(work)],
-            capture_output=True, text=True, env=env, timeout=300,
-        )  # fmt: skip
-        assert done.returncode == 1 and done.stderr.count("\n") == 1 and words in done.stderr
-    assert not work.exists(), "the checks come before any work"
