@@ -16,6 +16,7 @@ curve that stopped goes on where it stopped, and losses or sizes can be added la
 
     python benchmarks/cross_encoder_curve.py --dataset COVID-QA --losses mnrl bce \\
         [--sizes 100 300 600 1000 all] [--json docs/results/ce-curve-covid-qa.json]
+        [--plot docs/figures/ce-curve-covid-qa.png]
 """
 
 from __future__ import annotations
@@ -152,42 +153,80 @@ def one(loss: str, size: int, dataset: Any, texts: dict, runs: dict, args: Any) 
     }  # fmt: skip
 
 
-def earlier_rows(path: Path | None, args: Any) -> list[dict]:
-    """The rows already in ``path`` (a run that stopped, or one with other losses or sizes) that
-    were measured with this run's dataset and settings, so that they are kept, not measured
-    again; none when there is no such file."""
+def earlier_rows(path: Path | None) -> list[dict]:
+    """The rows already in the results file ``path`` (none when there is no such file): all of
+    them are kept when it is written again."""
     if path is None or not path.is_file():
         return []
+    return list(json.loads(path.read_text()).get("rows", []))
+
+
+def same_settings(row: dict, args: Any, test_questions: int) -> bool:
+    """Whether ``row`` was measured with this run's dataset and settings, re-ranking its
+    ``test_questions``: then it is not measured again."""
+    recipe = RECIPES.get(row.get("loss", ""), {})
     same = {
         "dataset": args.dataset, "negatives": args.negatives, "depth": args.depth,
         "first_stage": args.first_stage, "learning_rate": args.learning_rate,
+        "epochs": args.epochs or recipe.get("epochs"),
+        "batch_size": args.batch_size or recipe.get("batch_size"),
+        "test_questions": test_questions,
     }  # fmt: skip
-    kept = []
-    for row in json.loads(path.read_text()).get("rows", []):
-        recipe = RECIPES.get(row.get("loss", ""), {})
-        if (
-            all(row.get(key) == value for key, value in same.items())
-            and row.get("epochs") == (args.epochs or recipe.get("epochs"))
-            and row.get("batch_size") == (args.batch_size or recipe.get("batch_size"))
-            and (args.queries is None or row.get("test_questions") == args.queries)
-        ):
-            kept.append(row)
-    return kept
+    return all(row.get(key) == value for key, value in same.items())
+
+
+def _order(row: dict) -> tuple:
+    return (row["dataset"], row["loss"], row["negatives"], row["epochs"], row["questions"])
 
 
 def table(rows: list[dict]) -> str:
     """The rows as a markdown table."""
     out = [
-        "| dataset | loss | questions | steps | minutes | CE MRR@10 | first stage | CE - first |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| dataset | loss | negatives | epochs | questions | steps | minutes | CE MRR@10 | "
+        "first stage | CE - first |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         out.append(
-            f"| {r['dataset']} | {r['loss']} | {r['questions']:,} | {r['steps']} | "
+            f"| {r['dataset']} | {r['loss']} | {r['negatives']} | {r['epochs']:g} | "
+            f"{r['questions']:,} | {r['steps']} | "
             f"{r['seconds'] / 60:.1f} | {r['mrr_ce']:.4f} | {r['mrr_first']:.4f} | "
             f"{r['mrr_ce'] - r['mrr_first']:+.4f} |"
         )
     return "\n".join(out)
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    """MRR@10 against training questions, a line per dataset and setting (loss, negatives,
+    epochs), each dataset's first stage dashed; written to ``path`` (PNG or PDF)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6.4, 4.0))
+    lines: dict[tuple, list[dict]] = {}
+    for row in sorted(rows, key=_order):
+        setting = (row["dataset"], row["loss"], row["negatives"], row["epochs"])
+        lines.setdefault(setting, []).append(row)
+    for (dataset, loss, negatives, epochs), found in lines.items():
+        label = f"{dataset} {loss}, {negatives} negatives, {epochs:g} epoch{'s' * (epochs != 1)}"
+        axes.plot([r["questions"] for r in found], [r["mrr_ce"] for r in found], "o-", label=label)
+    for dataset in sorted({r["dataset"] for r in rows}):
+        first = next(r["mrr_first"] for r in rows if r["dataset"] == dataset)
+        axes.axhline(first, linestyle="--", color="grey")
+        axes.annotate(f"{dataset} first stage", (0, first), xycoords=("axes fraction", "data"),
+                      xytext=(4, 3), textcoords="offset points", color="grey")  # fmt: skip
+    axes.set_xlabel("training questions")
+    axes.set_ylabel("MRR@10 of the re-ranking")
+    axes.set_ylim(0, 1)
+    axes.legend(fontsize="small", loc="upper left")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.stem + ".partial" + path.suffix)
+    figure.savefig(partial, dpi=120)
+    plt.close(figure)
+    partial.replace(path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--json", type=Path, help="results file to write (its rows of these settings are kept)"
     )
+    parser.add_argument("--plot", type=Path, help="also draw the rows as a PNG or PDF")
     args = parser.parse_args(argv)
     for size in args.sizes:  # before any work
         if size != "all" and not (size.isdigit() and int(size) >= 1):
@@ -219,8 +259,12 @@ def main(argv: list[str] | None = None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     texts = {p.id: p.text for d in dataset.corpus for p in d.passages if p.is_candidate}
     runs = runs_of(dataset, texts, args.work, args.first_stage, args.depth)
-    rows = earlier_rows(args.json, args)
-    done = {(r["loss"], r["questions"]) for r in rows}
+    tested = len(runs["first"].to_dict())
+    rows = earlier_rows(args.json)
+    before = json.loads(args.json.read_text()) if rows and args.json else {}
+    commands = [*before.get("earlier_commands", []), before.get("command")] if before else []
+    reranked = min(tested, args.queries or tested)
+    done = {(r["loss"], r["questions"]) for r in rows if same_settings(r, args, reranked)}
     for loss in args.losses:
         for size in sizes:
             if (loss, size) in done:
@@ -229,14 +273,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"== {args.dataset} {loss} {size} of {available} questions", flush=True)
             row = one(loss, size, dataset, texts, runs, args)
             print(json.dumps(row), flush=True)
-            rows = sorted([*rows, row], key=lambda r: (r["loss"], r["questions"]))
+            rows = sorted([*rows, row], key=_order)
             if args.json:  # written as each row finishes: a long curve keeps what it measured
                 notes = (
                     "minutes: training alone, on this machine's CPU; rows this command did not "
-                    "measure were kept from an earlier run of the same settings into this file"
+                    "measure were kept from the earlier runs into this file (earlier_commands)"
                 )
-                results_json.write(args.json, {"curve": table(rows).splitlines()}, notes, rows=rows)
+                curve = {"curve": table(rows).splitlines()}
+                results_json.write(args.json, curve, notes, rows=rows, earlier_commands=commands)
     print(table(rows))
+    if args.plot:
+        plot(rows, args.plot)
     return 0
 
 

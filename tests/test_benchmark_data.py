@@ -114,7 +114,7 @@ def test_the_learning_curve_takes_its_sizes_and_names_a_missing_dataset(
     assert not work.exists(), "the checks come before any work"
 
 
-def test_the_learning_curve_keeps_the_rows_of_its_settings_from_an_earlier_run(
+def test_the_learning_curve_keeps_every_row_and_measures_only_new_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     curve = _module("cross_encoder_curve", monkeypatch)
@@ -135,11 +135,17 @@ def test_the_learning_curve_keeps_the_rows_of_its_settings_from_an_earlier_run(
         {**same, "loss": "mnrl", "epochs": 1.0, "batch_size": 8, "test_questions": 50},
     ]
     file = tmp_path / "curve.json"
-    assert curve.earlier_rows(file, args) == []
+    assert curve.earlier_rows(file) == []
     file.write_text(json.dumps({"rows": rows}))
-    assert curve.earlier_rows(file, args) == rows[:2]
+    assert curve.earlier_rows(file) == rows, "every row is kept, whatever its settings"
+    assert [curve.same_settings(r, args, 300) for r in rows] == [1, 1, 0, 0, 0, 0]
+    assert [curve.same_settings(r, args, 50) for r in rows] == [0, 0, 0, 0, 0, 1]
     args.epochs = 1.0
-    assert curve.earlier_rows(file, args) == [rows[0], rows[2]]
+    assert [curve.same_settings(r, args, 300) for r in rows] == [1, 0, 1, 0, 0, 0]
+    measured = [{**r, "mrr_ce": 0.1 * n, "mrr_first": 0.4} for n, r in enumerate(rows)]
+    curve.plot(measured, tmp_path / "figures" / "curve.png")
+    assert (tmp_path / "figures" / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in (tmp_path / "figures").iterdir()] == ["curve.png"]
 
 
 def test_methods_take_turns_and_each_keeps_its_fastest(monkeypatch: pytest.MonkeyPatch):
