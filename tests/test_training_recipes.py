@@ -189,6 +189,23 @@ def test_the_recipe_files_run_here_and_name_the_papers_setup_in_their_full_varia
     assert all(s.args["top_k"] == 50 for s in reranked)
 
 
+@pytest.mark.parametrize("name", ["dureader_baselines", "t2ranking_baselines"])
+def test_laptop_cross_encoders_learn_a_ranking_from_their_own_dataset(name):
+    """At laptop size and on COVID-QA the cross-encoders take the loss that ranks from ~1,000
+    questions (multiple negatives) and only the dataset's own questions; the full variant keeps
+    the paper's binary cross-entropy."""
+    path = EXPERIMENTS / f"{name}.yaml"
+    for variant in (None, "covid-qa"):
+        (experiment,) = load_grid(path, variant=variant)
+        crosses = [s for s in experiment.train.values() if s.kind == "cross"]
+        assert crosses and all(s.loss == "mnrl" for s in crosses)
+        assert all(
+            source.dataset is None for s in experiment.train.values() for source in s.sources
+        ), "no second dataset"
+    (full,) = load_grid(path, variant="full")
+    assert {s.loss for s in full.train.values() if s.kind == "cross"} == {"bce"}
+
+
 def test_the_recipes_carry_the_papers_thresholds_metrics_and_numbers():
     rocketqa = load_grid(EXPERIMENTS / "rocketqa_ablation.yaml")[0]
     published = rocketqa.published.values
