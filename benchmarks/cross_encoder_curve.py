@@ -153,12 +153,15 @@ def one(loss: str, size: int, dataset: Any, texts: dict, runs: dict, args: Any) 
     }  # fmt: skip
 
 
+def earlier(path: Path | None) -> dict:
+    """The results file ``path`` as it stands (empty when there is none)."""
+    return json.loads(path.read_text()) if path is not None and path.is_file() else {}
+
+
 def earlier_rows(path: Path | None) -> list[dict]:
     """The rows already in the results file ``path`` (none when there is no such file): all of
     them are kept when it is written again."""
-    if path is None or not path.is_file():
-        return []
-    return list(json.loads(path.read_text()).get("rows", []))
+    return list(earlier(path).get("rows", []))
 
 
 def same_settings(row: dict, args: Any, test_questions: int) -> bool:
@@ -260,9 +263,13 @@ def main(argv: list[str] | None = None) -> int:
     texts = {p.id: p.text for d in dataset.corpus for p in d.passages if p.is_candidate}
     runs = runs_of(dataset, texts, args.work, args.first_stage, args.depth)
     tested = len(runs["first"].to_dict())
-    rows = earlier_rows(args.json)
-    before = json.loads(args.json.read_text()) if rows and args.json else {}
-    commands = [*before.get("earlier_commands", []), before.get("command")] if before else []
+    before = earlier(args.json)  # read once: its rows and the commands that measured them
+    rows = list(before.get("rows", []))
+    commands = [*before.get("earlier_commands", []), before["command"]] if rows else []
+    notes = (
+        "minutes: training alone, on this machine's CPU; rows this command did not measure were "
+        "kept from the earlier runs into this file (earlier_commands)"
+    )
     reranked = min(tested, args.queries or tested)
     done = {(r["loss"], r["questions"]) for r in rows if same_settings(r, args, reranked)}
     for loss in args.losses:
@@ -275,10 +282,6 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(row), flush=True)
             rows = sorted([*rows, row], key=_order)
             if args.json:  # written as each row finishes: a long curve keeps what it measured
-                notes = (
-                    "minutes: training alone, on this machine's CPU; rows this command did not "
-                    "measure were kept from the earlier runs into this file (earlier_commands)"
-                )
                 curve = {"curve": table(rows).splitlines()}
                 results_json.write(args.json, curve, notes, rows=rows, earlier_commands=commands)
     print(table(rows))
