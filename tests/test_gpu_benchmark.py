@@ -34,7 +34,7 @@ def test_the_gpu_benchmark_runs_small_on_a_cpu(tmp_path):
     result = json.loads(out.read_text())
     assert result["device"] == "cpu" and result["failed"] == []
     sections = {row["section"] for row in result["rows"]}
-    assert sections == {"encode", "search", "training", "rerank", "determinism"}
+    assert sections == {"encode", "search", "compressed", "training", "rerank", "determinism"}
     checks = [row for row in result["rows"] if row["unit"] == "bool"]
     assert len(checks) == 5 and all(row["dapr"] == 1.0 for row in checks)
     assert all(row["dapr"] > 0 for row in result["rows"])

@@ -132,12 +132,16 @@ class DeviceIndex:
 
     def workspace(self, part: Part, queries: int) -> tuple[int, int]:
         """The queries and rows scored at once on ``part``'s device: their float32 scores (and
-        ``topk``'s temporaries, as much again) fit what its resident rows leave of the budget."""
+        ``topk``'s temporaries, as much again) fit what its resident rows leave of the budget.
+        A streamed block costs its rows as well: the block uploaded, the one before it (still
+        held while the next is read) and the float64 temporaries of its lengths (16 bytes a
+        value), measured on an H100 to be what took a search past its share."""
         free = self.free(part)
-        if part.rows is None:  # a streamed block is uploaded as well
+        if part.rows is None:
             free //= 2
         batch = max(1, min(queries, self.query_batch, free // (8 * _MIN_BLOCK)))
-        block = max(1, min(part.stop - part.start, free // (8 * batch + 4 * self.dim)))
+        per_row = 8 * batch + (24 * self.dim if part.rows is None else 4 * self.dim)
+        block = max(1, min(part.stop - part.start, free // per_row))
         return batch, block
 
 
