@@ -216,3 +216,37 @@ def test_a_build_that_fails_leaves_nothing_spilled(tmp_path):
     with pytest.raises(RuntimeError, match="broke off"):
         BM25().index(items(), tmp_path / "index")
     assert list((tmp_path / "index").iterdir()) == []
+
+
+def _mapped_kb(name: str) -> int:
+    """Resident KB of this process's mappings of files named ``name`` (``/proc/self/smaps``)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        first = line.split(maxsplit=1)[0] if line.strip() else ""
+        if "-" in first and set(first) <= set("0123456789abcdef-"):  # a mapping's first line
+            inside = line.rstrip().endswith(name)
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads Linux's smaps")
+def test_a_search_over_an_index_past_its_budget_lets_go_of_the_pages_it_mapped(
+    passages_3000, tmp_path
+):
+    """Past ``index_memory`` a search drops its mappings of the score matrix (the file's pages
+    stay cached), with the same run; within it the pages stay mapped."""
+    from dapr.retrievers import bm25
+
+    BM25().index(iter(passages_3000), tmp_path / "index")
+    queries = {f"q{i}": text for i, (_, text) in enumerate(passages_3000[:40]) if text}
+    runs, mapped = {}, {}
+    for budget in ("1GB", TINY):
+        retriever = BM25(index_memory=budget)
+        retriever.load(tmp_path / "index")
+        runs[budget] = retriever.search(queries, 100).to_dict()
+        mapped[budget] = _mapped_kb("data.csc.index.npy")
+        del retriever
+    assert runs["1GB"] == runs[TINY]
+    assert mapped["1GB"] > 0 and mapped[TINY] == 0, mapped
+    assert len(queries) > bm25.RELEASE_EVERY  # released within the search too, not only after

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import mmap
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -185,6 +186,8 @@ class BM25:
     :param java_heap: The JVM's maximum heap for pyserini, e.g. ``2g`` or ``512m``.
     :param index_memory: Working memory of a bm25s index build, e.g. ``1GB`` (the default) or
         ``200MB``: past it, postings and ids wait on disk; the index is the same, byte for byte.
+        A search over a score matrix larger than it lets go of the pages it mapped every
+        :data:`RELEASE_EVERY` queries (see :func:`release_pages`).
     """
 
     version = "2"
@@ -320,7 +323,12 @@ class BM25:
             return self._lucene.search(queries, k, self._cores())
         ids = self._searchable("search")
         qids = list(queries)
-        found = [self._top(terms, k) for terms in self._tokenize([queries[q] for q in qids])]
+        found = []
+        for n, terms in enumerate(self._tokenize([queries[q] for q in qids]), 1):
+            found.append(self._top(terms, k))
+            if n % RELEASE_EVERY == 0:
+                release_pages(self._model, self._memory)
+        release_pages(self._model, self._memory)
         items, scores = zip(*found) if found else ((), ())
         return Run.from_lists(qids, list(items), list(scores), ids)
 
@@ -339,10 +347,13 @@ class BM25:
         texts = [queries[q] for q, found in zip(qids, rows) if len(found)]
         terms = iter(self._tokenize(texts))
         scores = []
-        for found in rows:
+        for n, found in enumerate(rows, 1):
             query = next(terms) if len(found) else []
             every = self._model.get_scores(query) if query else None
             scores.append(np.zeros(len(found)) if every is None else every[found])
+            if n % RELEASE_EVERY == 0:
+                release_pages(self._model, self._memory)
+        release_pages(self._model, self._memory)
         return Run.from_lists(qids, rows, scores, ids)
 
     def _top(self, terms: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -360,6 +371,24 @@ class BM25:
             above, tied = matched[values > kth], matched[values == kth]
             matched = np.concatenate((above, tied[: k - len(above)]))
         return matched, scores[matched]
+
+
+RELEASE_EVERY = 16
+"""Queries a bm25s index answers between two releases of the pages they mapped."""
+
+
+def release_pages(model: Any, budget: int) -> None:
+    """Let go of the pages of ``model``'s memory-mapped score matrix that this process mapped,
+    when the matrix is larger than ``budget`` (the retriever's ``index_memory``):
+    ``madvise(MADV_DONTNEED)`` on the file's clean pages, which stay in the page cache, so the
+    next query maps them again without reading the disk. A search's resident memory then holds
+    what the last few queries' postings took, not every posting it read (6.7 GB for 1,000
+    queries over 8.8M passages before, 1.3 GB of it the process's own)."""
+    arrays = [a for a in model.scores.values() if getattr(a, "_mmap", None) is not None]
+    if sum(a.nbytes for a in arrays) <= budget or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    for array in arrays:
+        array._mmap.madvise(mmap.MADV_DONTNEED)
 
 
 def lucene_scores(searcher: Any, queries: Mapping[str, str], candidates: Run) -> Run:
