@@ -81,7 +81,7 @@ def test_a_typed_table_and_a_stale_table_are_found(tmp_path):
 
 def test_a_marker_selects_rows_and_columns_and_the_site_names_the_source():
     spec = rt.parse_marker(
-        '<!-- results: rocketqa_ablation-covid-qa.md rows="cross-batch; bm25" '
+        '<!-- results: rocketqa_ablation/COVID-QA/summary.md rows="cross-batch; bm25" '
         'columns="system; MRR@10" -->'
     )
     assert spec is not None
