@@ -31,9 +31,9 @@ import json
 import logging
 import mmap
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import numpy as np
 
@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 
 LANGUAGES = ("en", "zh")
 """Languages with a tokenizer (ISO 639-1 codes)."""
+_T = TypeVar("_T")
+
 BACKENDS = ("bm25s", "pyserini")
 _LANGUAGE_FILE = "language.json"
 """Written beside a non-English index, so it is never searched with another tokenizer."""
@@ -323,12 +325,8 @@ class BM25:
             return self._lucene.search(queries, k, self._cores())
         ids = self._searchable("search")
         qids = list(queries)
-        found = []
-        for n, terms in enumerate(self._tokenize([queries[q] for q in qids]), 1):
-            found.append(self._top(terms, k))
-            if n % RELEASE_EVERY == 0:
-                release_pages(self._model, self._memory)
-        release_pages(self._model, self._memory)
+        texts = self._tokenize([queries[q] for q in qids])
+        found = [self._top(terms, k) for terms in self._releasing(texts)]
         items, scores = zip(*found) if found else ((), ())
         return Run.from_lists(qids, list(items), list(scores), ids)
 
@@ -347,14 +345,20 @@ class BM25:
         texts = [queries[q] for q, found in zip(qids, rows) if len(found)]
         terms = iter(self._tokenize(texts))
         scores = []
-        for n, found in enumerate(rows, 1):
+        for found in self._releasing(rows):
             query = next(terms) if len(found) else []
             every = self._model.get_scores(query) if query else None
             scores.append(np.zeros(len(found)) if every is None else every[found])
+        return Run.from_lists(qids, rows, scores, ids)
+
+    def _releasing(self, queries: Iterable[_T]) -> Iterator[_T]:
+        """``queries`` one by one, letting go of the index pages they mapped every
+        :data:`RELEASE_EVERY` of them and after the last (:func:`release_pages`)."""
+        for n, query in enumerate(queries, 1):
+            yield query
             if n % RELEASE_EVERY == 0:
                 release_pages(self._model, self._memory)
         release_pages(self._model, self._memory)
-        return Run.from_lists(qids, rows, scores, ids)
 
     def _top(self, terms: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best items sharing a term with the query (by score, then id, as Lucene
