@@ -289,13 +289,16 @@ class Run:
         flat_scores = (
             np.concatenate(scores).astype(np.float64) if scores else np.zeros(0, np.float64)
         )
-        order = rank_order(offsets, flat_items, flat_scores, np.asarray(vocab, dtype=object))
+        # the vocabulary cut to the items ranked: an index's ids can be the whole corpus
+        used, flat_items = np.unique(flat_items, return_inverse=True)
+        ranked = np.asarray(np.asarray(vocab)[used], dtype=object)
+        order = rank_order(offsets, flat_items, flat_scores, ranked)
         return cls(
             queries=np.array(list(queries), dtype=object),
             offsets=offsets,
-            items=flat_items[order],
+            items=flat_items[order].astype(np.int64, copy=False),
             scores=flat_scores[order],
-            vocab=np.asarray(vocab, dtype=object),
+            vocab=ranked,
         )
 
     @classmethod
@@ -343,15 +346,26 @@ class Run:
         np.cumsum(lengths, out=offsets[1:])
         return Run(self.queries, offsets, self.items[keep], self.scores[keep], self.vocab)
 
+    def compact(self) -> Run:
+        """This run with ``vocab`` cut to the items it ranks (their codes renumbered in
+        ``vocab`` order); itself when it holds no other."""
+        used, codes = np.unique(self.items, return_inverse=True)
+        if len(used) == len(self.vocab):
+            return self
+        return Run(
+            self.queries, self.offsets, codes.astype(np.int64), self.scores, self.vocab[used]
+        )
+
     def save(self, path: Path) -> None:
-        """Store as ``.npz`` (no pickling; ids as fixed-width unicode)."""
+        """Store as ``.npz`` (no pickling; ids as fixed-width unicode; only the ids ranked)."""
+        run = self.compact()
         np.savez(
             path,
-            queries=self.queries.astype(str),
-            offsets=self.offsets,
-            items=self.items,
-            scores=self.scores,
-            vocab=self.vocab.astype(str),
+            queries=np.asarray(run.queries, dtype=object).astype(str),
+            offsets=run.offsets,
+            items=run.items,
+            scores=run.scores,
+            vocab=np.asarray(run.vocab, dtype=object).astype(str),
         )
 
     @classmethod
@@ -396,5 +410,8 @@ def id_ranks(vocab: np.ndarray) -> np.ndarray:
     """For each code of ``vocab``, the rank of its id in ascending string order (code point
     order, which is trec_eval's byte order for UTF-8): the key that breaks score ties."""
     ranks = np.empty(len(vocab), dtype=np.int64)
-    ranks[np.argsort(np.asarray(vocab).astype(str), kind="stable")] = np.arange(len(vocab))
+    values = np.asarray(vocab)
+    if values.dtype.kind not in "UT":  # objects: as unicode; StringDType sorts by code point
+        values = values.astype(str)
+    ranks[np.argsort(values, kind="stable")] = np.arange(len(vocab))
     return ranks

@@ -3,11 +3,15 @@ document each passage belongs to, and indexes that locate ids with no dictionary
 
 from __future__ import annotations
 
+import json
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+
+from dapr.errors import DataError
 
 _CHUNK = 1 << 16
 """Ids handled as Python strings at a time (packed into arrays, hashed, compared)."""
@@ -18,6 +22,68 @@ def string_array(values: Sequence[str]) -> np.ndarray:
     of up to 15, where an object array holds a Python string of about 60), else objects."""
     strings = getattr(np.dtypes, "StringDType", None)
     return np.array(values, dtype=strings() if strings else object)
+
+
+_TEXT = 1 << 22
+"""Characters of a JSON id list parsed at a time."""
+_CUT_TRIES = 4
+"""Places tried for a block's end before it is parsed together with the next one."""
+
+
+def read_id_list(path: Path, count: int | None = None) -> np.ndarray:
+    """The JSON list of strings in ``path`` (an index's ``ids.json``) as a string array (see
+    :func:`string_array`), parsed a block at a time, never holding a Python string for every id
+    at once; ``count``, when given, is checked, and the array is filled in place."""
+    pieces: list[np.ndarray] = []
+    out = None if count is None else np.empty(count, dtype=string_array([]).dtype)
+    done = 0
+    with open(path, encoding="utf-8") as file:
+        carry = file.read(_TEXT).lstrip()
+        if not carry.startswith("["):
+            raise DataError(f"{path}: not a JSON list of ids; delete the index to rebuild it")
+        carry = carry[1:]
+        while True:
+            more = file.read(_TEXT)
+            text = carry + more
+            try:
+                values, cut = _complete(text) if more else (json.loads("[" + text), len(text))
+            except ValueError as error:
+                raise DataError(f"{path}: {error}; delete the index to rebuild it") from None
+            if values is None:  # no element ends in this block: read on
+                carry = text
+                continue
+            if not all(isinstance(v, str) for v in values):
+                raise DataError(f"{path}: an id is not a string; delete the index to rebuild it")
+            if out is None:
+                pieces.append(string_array(values))
+            elif done + len(values) <= len(out):
+                out[done : done + len(values)] = values
+            done += len(values)
+            if not more:
+                break
+            carry = text[cut:].lstrip().removeprefix(",")
+    if out is not None:
+        if done != len(out):
+            raise DataError(f"{path}: {done} ids for {count} items; delete the index to rebuild it")
+        return out
+    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces or [string_array([])])
+
+
+def _complete(text: str) -> tuple[list | None, int]:
+    """The complete elements at the start of a partial JSON list of strings (``"a", "b", "c``,
+    its ``[`` read already) and where they end: up to the last closing quote a separator
+    follows, proven by parsing (which fails where that quote lies inside a string); None if no
+    such place is found."""
+    end = len(text)
+    for _ in range(_CUT_TRIES):
+        at = text.rfind('", "', 0, end)
+        if at < 0:
+            break
+        try:
+            return json.loads("[" + text[: at + 1] + "]"), at + 1
+        except ValueError:
+            end = at
+    return None, -1
 
 
 class IdColumn:
@@ -96,7 +162,7 @@ class CorpusIds:
 
 class IdIndex:
     """Finds strings in an array by their hash: the hashes sorted, with the positions they came
-    from (16 bytes an id). Python's string hashes are seeded per process, so an index that
+    from (12 bytes an id). Python's string hashes are seeded per process, so an index that
     travels to another process (pickled, say) is only valid while ``seed`` equals
     :func:`hash_seed` there."""
 
@@ -104,8 +170,10 @@ class IdIndex:
         self.ids = ids
         self.seed = hash_seed()
         hashes = _hashes(ids) if hashes is None else hashes
-        self.order = np.argsort(hashes, kind="stable")
-        self.hashes = hashes[self.order]
+        order = np.argsort(hashes, kind="stable")
+        self.hashes = hashes[order]
+        del hashes
+        self.order = order.astype(np.int32) if len(order) < 2**31 else order
 
     def first_repeat(self) -> str | None:
         """The first id (in array order) that occurs earlier too, else None; only ids whose

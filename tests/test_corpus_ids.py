@@ -1,19 +1,24 @@
 """Corpus ids: one pass for the fingerprint and the id arrays, compact arrays, lookups by hash."""
 
+import json
 import os
 import pickle
 import subprocess
 import sys
+import tracemalloc
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from dapr import ids as ids_module
 from dapr.data import Corpus, Document, Passage, Run
-from dapr.errors import DaprError
+from dapr.errors import DaprError, DataError
 from dapr.evaluation import document_qrels, maxp
 from dapr.experiment.runner import doc_codes
-from dapr.ids import CorpusIds, IdIndex
+from dapr.ids import CorpusIds, IdIndex, read_id_list
 
 
 def _doc(doc_id: str, *texts: str) -> Document:
@@ -201,3 +206,54 @@ def test_runner_and_evaluation_helpers_agree_with_dictionaries():
     assert maxp(passage_run, dataset_ids).to_dict() == best
     qrels = {"q0": {"d1-0": 1, "d1-1": 2, "ghost-0": 1}, "q1": {"d2-0": 0}}
     assert document_qrels(qrels, dataset_ids) == {"q0": {"d1": 2}, "q1": {"d2": 0}}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    ids=st.lists(st.text(st.sampled_from('ab", \\\né[]\u2028'), max_size=6), max_size=30),
+    block=st.integers(1, 40),
+    ascii=st.booleans(),
+)
+def test_id_lists_read_a_block_at_a_time_as_json_reads_them(tmp_path_factory, ids, block, ascii):
+    # quotes, separators and backslashes inside ids; blocks cutting them anywhere
+    path = tmp_path_factory.mktemp("ids") / "ids.json"
+    path.write_text(json.dumps(ids, ensure_ascii=ascii), encoding="utf-8")
+    previous, ids_module._TEXT = ids_module._TEXT, block
+    try:
+        assert read_id_list(path).tolist() == ids
+        assert read_id_list(path, len(ids)).tolist() == ids
+    finally:
+        ids_module._TEXT = previous
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{}", "not a JSON list of ids"),
+        ('["a", 2]', "an id is not a string"),
+        ('["a", "b', "Unterminated string"),
+        ('["a", "b"]', "2 ids for 3 items"),
+    ],
+)
+def test_a_damaged_id_list_is_named_with_its_fix(tmp_path, text, message):
+    (tmp_path / "ids.json").write_text(text)
+    with pytest.raises(DataError, match=message) as error:
+        read_id_list(tmp_path / "ids.json", 3 if "items" in message else None)
+    assert str(error.value).startswith(str(tmp_path / "ids.json"))
+    assert str(error.value).endswith("delete the index to rebuild it")
+
+
+def test_an_id_list_is_read_without_a_python_string_per_id(tmp_path, monkeypatch):
+    monkeypatch.setattr(ids_module, "_TEXT", 1 << 16)
+    ids = [f"doc{i}-{i % 97}" for i in range(300_000)]
+    (tmp_path / "ids.json").write_text(json.dumps(ids))
+    tracemalloc.start()
+    try:
+        loaded = read_id_list(tmp_path / "ids.json", len(ids))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert loaded.tolist() == ids
+    # json.loads holds some 70 bytes an id; the array 16 (StringDType) or 8 + a string each
+    per_id = 24 if loaded.dtype.kind == "T" else 90
+    assert peak < per_id * len(ids), peak / len(ids)

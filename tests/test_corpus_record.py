@@ -102,6 +102,25 @@ def test_a_second_load_takes_fingerprint_and_ids_from_the_record(prepared, monke
     assert out == [first[0], "[15, 1]\n"]
 
 
+@pytest.mark.parametrize("block", [1, 5, 64])
+def test_recorded_ids_are_written_and_read_a_block_at_a_time(prepared, monkeypatch, block):
+    # a block smaller than an id, one that cuts ids in two (and the é in two), a whole one
+    first = _read(prepared)
+    monkeypatch.setattr(record_module, "_BLOCK", block)
+    Reads(monkeypatch, fail=True)
+    assert _read(prepared) == first
+    monkeypatch.setattr(record_module, "_IDS", 2)
+    for ids in ([], [""], ["", "a", ""], ["é", "ab", "x" * 40], ["a", "b", "c", "d"]):
+        joined = record_module._joined(np.array(ids, dtype=object))
+        assert joined.tobytes() == "\n".join(ids).encode()
+        assert record_module._split(joined, len(ids)).tolist() == ids
+    assert record_module._joined(np.array(["a", "b", "c\nd"], dtype=object)) is None
+    with pytest.raises(ValueError, match="3 ids recorded, 2 stored"):
+        record_module._split(np.frombuffer(b"a\nb", dtype=np.uint8), 3)
+    with pytest.raises(ValueError, match="1 ids recorded, more stored"):
+        record_module._split(np.frombuffer(b"a\nb", dtype=np.uint8), 1)
+
+
 def test_a_changed_stat_means_a_full_read_and_a_new_record(prepared, monkeypatch):
     expected = _read(prepared)
     reads = Reads(monkeypatch)

@@ -34,6 +34,26 @@ def test_run_save_load(tmp_path):
     assert loaded.scores.dtype == np.float64
 
 
+def test_a_run_holds_only_the_ids_it_ranks(tmp_path):
+    # a retriever's vocabulary is its whole index: the run keeps the ranked ids, in and on disk
+    every = np.array([f"p{i}" for i in range(1000)], dtype=np.dtypes.StringDType())
+    items = [np.array([7, 3, 999]), np.array([3]), np.array([], dtype=np.int64)]
+    scores = [np.array([1.0, 2.0, 1.0]), np.array([0.5]), np.array([])]
+    run = Run.from_lists(["q1", "q2", "q3"], items, scores, every)
+    assert sorted(run.vocab.tolist()) == ["p3", "p7", "p999"]
+    expected = {"q1": {"p3": 2.0, "p999": 1.0, "p7": 1.0}, "q2": {"p3": 0.5}, "q3": {}}
+    assert run.to_dict() == expected
+    assert list(run.to_dict()["q1"]) == ["p3", "p999", "p7"]  # the tie by descending id
+    wide = Run(
+        run.queries, run.offsets, run.items + 2, run.scores, np.array(["a", "b", *run.vocab])
+    )
+    assert wide.compact().to_dict() == expected and len(wide.compact().vocab) == 3
+    wide.save(tmp_path / "run.npz")
+    with np.load(tmp_path / "run.npz") as stored:
+        assert len(stored["vocab"]) == 3
+    assert Run.load(tmp_path / "run.npz").to_dict() == expected
+
+
 def test_corpus_streams_from_a_function_every_pass():
     calls = []
 

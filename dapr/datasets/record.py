@@ -51,6 +51,10 @@ _ARRAYS = ("passage_ids", "doc_ids", "doc_of")
 _FILES = {_META, CHECKSUMS, ".gitignore", *(f"{name}.npy" for name in _ARRAYS)}
 """Every file a record holds: a folder with any other is not one dapr wrote."""
 _MAX_META = 1 << 26
+_BLOCK = 1 << 22
+"""Bytes of joined ids decoded at a time."""
+_IDS = 1 << 16
+"""Ids joined and encoded at a time."""
 
 Signature = list[list[str | int]]
 """``[path, size, mtime_ns, inode]`` of every file, by path."""
@@ -323,19 +327,41 @@ def _racy(meta: dict) -> bool:
 
 
 def _joined(ids: np.ndarray) -> np.ndarray | None:
-    """The ids as UTF-8 bytes joined by newlines (None if an id holds one)."""
-    values = ids.tolist()
-    text = "\n".join(values)
-    if text.count("\n") != max(len(values) - 1, 0):
-        return None
-    return np.frombuffer(text.encode(), dtype=np.uint8)
+    """The ids as UTF-8 bytes joined by newlines, encoded a block of ids at a time (None if an
+    id holds one)."""
+    pieces = []
+    for start in range(0, len(ids), _IDS):
+        values = ids[start : start + _IDS].tolist()
+        text = "\n".join(values)
+        if text.count("\n") != len(values) - 1:
+            return None
+        pieces.append(text.encode())
+    return np.frombuffer(b"\n".join(pieces), dtype=np.uint8)
 
 
 def _split(blob: np.ndarray, count: int) -> np.ndarray:
-    values = blob.tobytes().decode().split("\n") if count else []
-    if len(values) != count:
-        raise ValueError(f"{count} ids recorded, {len(values)} stored")
-    return string_array(values)
+    """The ``count`` ids of a joined blob as a string array, decoded a block of bytes at a time
+    (the whole corpus's ids as Python strings at once would be some 60 bytes an id)."""
+    out = np.empty(count, dtype=string_array([]).dtype)
+    done, start, size, block = 0, 0, len(blob), _BLOCK
+    while count:
+        text = blob[start : start + block].tobytes()
+        last = start + len(text) >= size
+        cut = len(text) if last else text.rfind(b"\n")
+        if cut < 0:  # an id longer than the block
+            block *= 2
+            continue
+        values = text[:cut].decode().split("\n")
+        if done + len(values) > count:
+            raise ValueError(f"{count} ids recorded, more stored")
+        out[done : done + len(values)] = values
+        done += len(values)
+        if last:
+            break
+        start, block = start + cut + 1, _BLOCK
+    if done != count:
+        raise ValueError(f"{count} ids recorded, {done} stored")
+    return out
 
 
 def _load_ids(folder: Path, meta: dict) -> CorpusIds:

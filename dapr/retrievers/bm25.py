@@ -39,6 +39,7 @@ import numpy as np
 
 from dapr.data import Run
 from dapr.errors import DaprError, check_choice
+from dapr.ids import read_id_list
 from dapr.ranges import Range
 from dapr.retrievers.support.cores import cores
 from dapr.retrievers.support.english import english_batch, process_analyzer
@@ -301,13 +302,13 @@ class BM25:
         )
         self._model = self._ids = None  # before the new index arrives, not after
         self._model = bm25s.BM25.load(str(store / "bm25s"), mmap=True, show_progress=False)
-        self._ids = np.array(json.loads((store / "ids.json").read_text()), dtype=object)
+        self._ids = read_id_list(store / "ids.json", int(self._model.scores["num_docs"]))
         self._ids_file = None
 
     def _searchable(self, method: str) -> np.ndarray:
         """The items' ids (read now if index() left them on disk); an error before any index."""
         if self._ids is None and self._ids_file is not None:
-            self._ids = np.array(json.loads(self._ids_file.read_text()), dtype=object)
+            self._ids = read_id_list(self._ids_file, int(self._model.scores["num_docs"]))
         if self._model is None or self._ids is None:
             raise RuntimeError(f"BM25.{method} called before index() or load()")
         return self._ids

@@ -25,6 +25,7 @@ import numpy as np
 from dapr.checkpoints import revision, sentence_transformer
 from dapr.data import Run
 from dapr.errors import DaprError
+from dapr.ids import read_id_list
 from dapr.interfaces import Preset
 from dapr.io.files import write_bytes_atomic
 from dapr.precision import check, check_device, dtype
@@ -322,7 +323,7 @@ class Dense:
     def load(self, store: Path) -> None:
         """Search the shards :meth:`index` wrote in ``store`` (memory-mapped)."""
         self._shards = [np.load(p, mmap_mode="r") for p in sorted(store.glob("shard-*.npy"))]
-        self._ids = np.array(json.loads((store / "ids.json").read_text()), dtype=object)
+        self._ids = read_id_list(store / "ids.json")
         self._store, self._on_devices, self._compressed = store, None, None
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:

@@ -45,6 +45,7 @@ from tqdm.auto import tqdm
 from dapr.checkpoints import revision
 from dapr.data import Run
 from dapr.errors import DaprError, check_choice
+from dapr.ids import read_id_list
 from dapr.interfaces import Preset
 from dapr.ranges import Range
 from dapr.retrievers.support.colbert import (
@@ -219,7 +220,7 @@ class LateInteraction:
                 f"retriever 'late_interaction': the index in {store} was built with method "
                 f"{built!r}, not {self.method!r}; set method: {built} or build it again"
             )
-        self._ids = np.array(json.loads((store / "ids.json").read_text()), dtype=object)
+        self._ids = read_id_list(store / "ids.json")
         if self.method == "plaid":
             from dapr.retrievers.support.plaid import PlaidIndex
 

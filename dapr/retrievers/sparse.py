@@ -25,7 +25,6 @@ retrieval) reading only the shards that hold them; there a candidate sharing no 
 from __future__ import annotations
 
 import io
-import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +37,7 @@ import torch
 from dapr.checkpoints import load, revision
 from dapr.data import Run, id_ranks
 from dapr.errors import DaprError
+from dapr.ids import read_id_list
 from dapr.interfaces import Preset
 from dapr.io.files import write_bytes_atomic
 from dapr.ranges import Device, Range
@@ -205,7 +205,7 @@ class Sparse:
 
     def load(self, store: Path) -> None:
         self._shards = sorted(store.glob("shard-*.npz"))
-        self._ids = np.array(json.loads((store / "ids.json").read_text()), dtype=object)
+        self._ids = read_id_list(store / "ids.json")
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         import scipy.sparse as sp
