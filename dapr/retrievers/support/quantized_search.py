@@ -3,6 +3,7 @@ of its candidates (see :mod:`~dapr.retrievers.support.quantized`, which builds t
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -16,6 +17,8 @@ from dapr.retrievers.support.quantized import Codes, cached_codes, check_similar
 
 _BLOCK = 16_384
 """Rows of codes moved to a device at once."""
+RELEASE_EVERY = 64
+"""Queries rescored between two releases of the float shards' pages (:meth:`Compressed.release`)."""
 _BITS = torch.tensor([128, 64, 32, 16, 8, 4, 2, 1], dtype=torch.uint8)
 """A byte's bits in ``np.packbits`` order (the first dimension in the highest bit)."""
 
@@ -36,6 +39,7 @@ class Compressed:
     ):
         self.codes, self.similarity, self.device = codes, similarity, device
         self.shards = [np.asarray(shard) for shard in shards]  # a memmap's indexing is slow
+        self.maps = [m for shard in shards if (m := getattr(shard, "_mmap", None)) is not None]
         self.total = len(codes.rows)
         self.block = max(8, block_size // 8 * 8)  # whole groups of 8 rows (CUDA's _int_mm)
         self.query_batch = query_batch
@@ -62,14 +66,26 @@ class Compressed:
             return empty, [np.zeros(0, np.float64)] * len(queries)
         vectors = np.ascontiguousarray(queries.numpy(), dtype=np.float32)
         found = self.candidates(vectors, depth)
-        parts = np.array_split(np.arange(len(queries)), min(cores(), len(queries)))
+        scores = np.empty(found.shape, dtype=np.float64)
 
-        def exact(part: np.ndarray) -> np.ndarray:
-            return rescore(self.similarity, queries[part], found[part], self.shards)
+        def exact(part: np.ndarray) -> None:
+            scores[part] = rescore(self.similarity, queries[part], found[part], self.shards)
 
-        with one_thread(), ThreadPoolExecutor(max_workers=len(parts)) as threads:
-            scores = np.concatenate(list(threads.map(exact, parts)))
+        workers = min(cores(), len(queries))
+        with one_thread(), ThreadPoolExecutor(max_workers=workers) as threads:
+            for start in range(0, len(queries), RELEASE_EVERY):
+                group = np.arange(start, min(len(queries), start + RELEASE_EVERY))
+                list(threads.map(exact, np.array_split(group, min(workers, len(group)))))
+                self.release()
         return list(found), list(scores)
+
+    def release(self) -> None:
+        """Let go of the float shards' pages the rescoring mapped (``madvise(MADV_DONTNEED)``;
+        they stay in the page cache): candidates come from anywhere in the index, so without it
+        a search's resident memory grows towards the whole index the first pass spares."""
+        if hasattr(mmap, "MADV_DONTNEED"):
+            for mapped in self.maps:
+                mapped.madvise(mmap.MADV_DONTNEED)
 
     def candidates(self, vectors: np.ndarray, depth: int) -> np.ndarray:
         """The ``depth`` best rows of each query by the first pass (queries x depth)."""
