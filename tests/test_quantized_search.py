@@ -216,3 +216,19 @@ def test_the_rescoring_lets_go_of_the_float_pages_it_mapped(tmp_path, monkeypatc
     assert all(held > 0 for held, _ in released)
     for q, (found, got) in enumerate(zip(items, scores)):
         np.testing.assert_array_equal(got, exact_scores("dot", queries[q], rows[found]))
+
+
+@pytest.mark.parametrize("dim", [44, 1100])  # float32 sums, and float64 past 1,024 dimensions
+def test_int8_first_pass_scores_on_the_cpu_equal_the_int8_product(dim, tmp_path):
+    from dapr.retrievers.support.quantized_search import _query_codes
+
+    rng = np.random.default_rng(dim)
+    shards = [rng.standard_normal((300, dim)).astype(np.float32)]
+    codes = _codes(shards, "int8", False, tmp_path)
+    cpu = Compressed(codes, shards, "dot", None, 64, 8)
+    device = Compressed(codes, shards, "dot", torch.device("cpu"), 64, 8)
+    vectors = rng.standard_normal((5, dim)).astype(np.float32)
+    batch = _query_codes(codes, vectors, torch.device("cpu"))
+    products = device._scores(batch, 0, 300)
+    assert products.dtype == torch.int32
+    assert torch.equal(cpu._scores(batch, 0, 300), products.to(cpu._scores(batch, 0, 1).dtype))

@@ -11,8 +11,9 @@ The codes are made from the float32 shards with sentence-transformers'
   own embeddings (the calibration; rows made unit length first for cosine): 4x smaller. The
   first pass ranks by ``sum(q[d] * step[d] * code[d])``, which orders items as the query's dot
   product with the codes' decoded rows does; the weights ``q * step`` are rounded to int8 per
-  query and multiplied with torch's int8 matrix product (``torch._int_mm``: int32 sums, oneDNN on
-  the CPU, cuBLASLt on CUDA), the CPU and device paths running the same code.
+  query and multiplied with torch's int8 matrix product on a device (``torch._int_mm``: int32
+  sums, cuBLASLt on CUDA) and as float32 on the CPU (BLAS; the same integer sums, exact up to
+  1,024 dimensions, float64 past them).
 
 This module builds, caches and checks the codes without torch; the first pass and the
 rescoring are :mod:`~dapr.retrievers.support.quantized_search`'s.

@@ -17,6 +17,8 @@ from dapr.retrievers.support.quantized import Codes, cached_codes, check_similar
 
 _BLOCK = 16_384
 """Rows of codes moved to a device at once."""
+_FLOAT32_EXACT = 2**24 // (128 * 128)
+"""Dimensions up to which a sum of int8 products is an integer float32 holds exactly (1,024)."""
 RELEASE_EVERY = 64
 """Queries rescored between two releases of the float shards' pages (:meth:`Compressed.release`)."""
 _BITS = torch.tensor([128, 64, 32, 16, 8, 4, 2, 1], dtype=torch.uint8)
@@ -109,9 +111,11 @@ class Compressed:
         return out
 
     def _scores(self, batch: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
-        """First-pass scores (higher is better: float for binary, int32 for int8, whose sums
-        float32 holds exactly up to 1,032 dimensions) of the queries' codes ``batch`` against
-        rows ``lo .. hi``."""
+        """First-pass scores (higher is better: float for binary; int32 for int8 on a device,
+        whose sums float32 holds exactly up to :data:`_FLOAT32_EXACT` dimensions, and the same
+        sums in float on the CPU, where torch's int8 product ran 22x slower than BLAS's
+        float32 one: 200,000 x 768 codes, 1,000 queries, 2 cores) of the queries' codes
+        ``batch`` against rows ``lo .. hi``."""
         if self.placed is not None:
             block = self.placed[lo : -(-hi // 8) * 8]
         else:  # the CPU path: a block of the memory-mapped codes
@@ -119,6 +123,9 @@ class Compressed:
         if self.codes.kind == "binary":
             signs = _signs(block, batch.dtype)
             return (batch @ signs.T)[:, : hi - lo]
+        if self.placed is None:  # the CPU: BLAS on the integers, exact below 2**24 (see above)
+            exact = torch.float32 if batch.shape[1] <= _FLOAT32_EXACT else torch.float64
+            return batch.to(exact) @ block.to(exact).T
         if len(block) % 8:
             block = torch.cat([block, block.new_zeros((8 - len(block) % 8, block.shape[1]))])
         width = max(24, -(-len(batch) // 8) * 8)  # CUDA's _int_mm: more than 16 rows, by 8s
