@@ -178,46 +178,6 @@ def test_exact_search_takes_a_last_tile_of_one_row_that_no_query_keeps():
     assert all(40 not in found for found in items)
 
 
-def _mapped_kb(name: str) -> int:
-    """Resident KB of this process's mappings of files named ``name`` (``/proc/self/smaps``)."""
-    total, inside = 0, False
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        first = line.split(maxsplit=1)[0] if line.strip() else ""
-        if "-" in first and set(first) <= set("0123456789abcdef-"):  # a mapping's first line
-            inside = line.rstrip().endswith(name)
-        elif inside and line.startswith("Rss:"):
-            total += int(line.split()[1])
-    return total
-
-
-@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads Linux's smaps")
-def test_the_rescoring_lets_go_of_the_float_pages_it_mapped(tmp_path, monkeypatch):
-    from dapr.retrievers.support import quantized_search
-
-    rng = np.random.default_rng(3)
-    rows = rng.standard_normal((4000, 256)).astype(np.float32)  # 4 MB: a thousand pages
-    np.save(tmp_path / "shard-00000.npy", rows)
-    shards = [np.load(tmp_path / "shard-00000.npy", mmap_mode="r")]
-    (tmp_path / "codes").mkdir()
-    codes = _codes(shards, "binary", False, tmp_path / "codes")
-    queries = torch.from_numpy(rows[rng.integers(0, 4000, 40)] + 0.1)
-    monkeypatch.setattr(quantized_search, "RELEASE_EVERY", 16)  # within the search, too
-    released = []
-    real = Compressed.release
-
-    def counted(self):
-        held = _mapped_kb("shard-00000.npy")
-        real(self)
-        released.append((held, _mapped_kb("shard-00000.npy")))
-
-    monkeypatch.setattr(Compressed, "release", counted)
-    items, scores = Compressed(codes, shards, "dot", None, 256, 8).search(queries, 10, 10)
-    assert [after for _, after in released] == [0, 0, 0]  # 40 queries: 16 + 16 + 8
-    assert all(held > 0 for held, _ in released)
-    for q, (found, got) in enumerate(zip(items, scores)):
-        np.testing.assert_array_equal(got, exact_scores("dot", queries[q], rows[found]))
-
-
 @pytest.mark.parametrize("dim", [44, 1100])  # float32 sums, and float64 past 1,024 dimensions
 def test_int8_first_pass_scores_on_the_cpu_equal_the_int8_product(dim, tmp_path):
     from dapr.retrievers.support.quantized_search import _query_codes

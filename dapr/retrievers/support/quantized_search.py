@@ -3,7 +3,6 @@ of its candidates (see :mod:`~dapr.retrievers.support.quantized`, which builds t
 
 from __future__ import annotations
 
-import mmap
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -19,8 +18,6 @@ _BLOCK = 16_384
 """Rows of codes moved to a device at once."""
 _FLOAT32_EXACT = 2**24 // (128 * 128)
 """Dimensions up to which a sum of int8 products is an integer float32 holds exactly (1,024)."""
-RELEASE_EVERY = 64
-"""Queries rescored between two releases of the float shards' pages (:meth:`Compressed.release`)."""
 _BITS = torch.tensor([128, 64, 32, 16, 8, 4, 2, 1], dtype=torch.uint8)
 """A byte's bits in ``np.packbits`` order (the first dimension in the highest bit)."""
 
@@ -41,7 +38,6 @@ class Compressed:
     ):
         self.codes, self.similarity, self.device = codes, similarity, device
         self.shards = [np.asarray(shard) for shard in shards]  # a memmap's indexing is slow
-        self.maps = [m for shard in shards if (m := getattr(shard, "_mmap", None)) is not None]
         self.total = len(codes.rows)
         self.block = max(8, block_size // 8 * 8)  # whole groups of 8 rows (CUDA's _int_mm)
         self.query_batch = query_batch
@@ -68,26 +64,14 @@ class Compressed:
             return empty, [np.zeros(0, np.float64)] * len(queries)
         vectors = np.ascontiguousarray(queries.numpy(), dtype=np.float32)
         found = self.candidates(vectors, depth)
-        scores = np.empty(found.shape, dtype=np.float64)
+        parts = np.array_split(np.arange(len(queries)), min(cores(), len(queries)))
 
-        def exact(part: np.ndarray) -> None:
-            scores[part] = rescore(self.similarity, queries[part], found[part], self.shards)
+        def exact(part: np.ndarray) -> np.ndarray:
+            return rescore(self.similarity, queries[part], found[part], self.shards)
 
-        workers = min(cores(), len(queries))
-        with one_thread(), ThreadPoolExecutor(max_workers=workers) as threads:
-            for start in range(0, len(queries), RELEASE_EVERY):
-                group = np.arange(start, min(len(queries), start + RELEASE_EVERY))
-                list(threads.map(exact, np.array_split(group, min(workers, len(group)))))
-                self.release()
+        with one_thread(), ThreadPoolExecutor(max_workers=len(parts)) as threads:
+            scores = np.concatenate(list(threads.map(exact, parts)))
         return list(found), list(scores)
-
-    def release(self) -> None:
-        """Let go of the float shards' pages the rescoring mapped (``madvise(MADV_DONTNEED)``;
-        they stay in the page cache): candidates come from anywhere in the index, so without it
-        a search's resident memory grows towards the whole index the first pass spares."""
-        if hasattr(mmap, "MADV_DONTNEED"):
-            for mapped in self.maps:
-                mapped.madvise(mmap.MADV_DONTNEED)
 
     def candidates(self, vectors: np.ndarray, depth: int) -> np.ndarray:
         """The ``depth`` best rows of each query by the first pass (queries x depth)."""
@@ -111,11 +95,11 @@ class Compressed:
         return out
 
     def _scores(self, batch: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
-        """First-pass scores (higher is better: float for binary; int32 for int8 on a device,
-        whose sums float32 holds exactly up to :data:`_FLOAT32_EXACT` dimensions, and the same
-        sums in float on the CPU, where torch's int8 product ran 22x slower than BLAS's
-        float32 one: 200,000 x 768 codes, 1,000 queries, 2 cores) of the queries' codes
-        ``batch`` against rows ``lo .. hi``."""
+        """First-pass scores of the queries' codes ``batch`` against rows ``lo .. hi``, higher
+        is better: float for binary; for int8, int32 sums on a device and the same sums on the
+        CPU as float32 (exact up to :data:`_FLOAT32_EXACT` dimensions, float64 past them), where
+        torch's int8 product ran 22x slower than BLAS's float32 one (200,000 x 768 codes,
+        1,000 queries, 2 cores)."""
         if self.placed is not None:
             block = self.placed[lo : -(-hi // 8) * 8]
         else:  # the CPU path: a block of the memory-mapped codes
@@ -123,7 +107,7 @@ class Compressed:
         if self.codes.kind == "binary":
             signs = _signs(block, batch.dtype)
             return (batch @ signs.T)[:, : hi - lo]
-        if self.placed is None:  # the CPU: BLAS on the integers, exact below 2**24 (see above)
+        if self.placed is None:  # the CPU: BLAS on the integers
             exact = torch.float32 if batch.shape[1] <= _FLOAT32_EXACT else torch.float64
             return batch.to(exact) @ block.to(exact).T
         if len(block) % 8:
