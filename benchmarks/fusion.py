@@ -78,10 +78,14 @@ def synthesise(queries: int, depth: int, documents: int, seed: int) -> Workload:
 
     document_run = Run.from_lists(qids, doc_items, doc_scores, doc_ids)
     passage_run = Run.from_lists(qids, passage_items, passage_scores, passage_ids)
+    # a run's vocabulary holds the ids it ranks: each passage's document as a document run code
+    in_run = {doc: code for code, doc in enumerate(document_run.vocab.tolist())}
+    position = {pid: n for n, pid in enumerate(passage_ids.tolist())}
+    documents_of = doc_ids[passage_doc[[position[p] for p in passage_run.vocab.tolist()]]]
     return Workload(
         document_run=document_run,
         passage_run=passage_run,
-        doc_of=passage_doc,
+        doc_of=np.array([in_run.get(d, -1) for d in documents_of.tolist()], dtype=np.int64),
         # the dicts come in an order of their own: match queries by id, not by position
         document_dict=_shuffled(document_run.to_dict(), rng),
         passage_dict=passage_run.to_dict(),
