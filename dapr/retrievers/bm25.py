@@ -378,8 +378,9 @@ class BM25:
         return matched, scores[matched]
 
 
-RELEASE_EVERY = 16
-"""Queries a bm25s index answers between two releases of the pages they mapped."""
+RELEASE_EVERY = 1
+"""Queries a bm25s index answers between two releases of the pages they mapped: every query
+(300 queries over 4M passages: peak RSS 0.33 GiB at 1, 0.53 at 16, in the same time)."""
 
 
 def release_pages(model: Any, budget: int) -> None:
