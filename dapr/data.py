@@ -290,13 +290,13 @@ class Run:
             np.concatenate(scores).astype(np.float64) if scores else np.zeros(0, np.float64)
         )
         # the vocabulary cut to the items ranked: an index's ids can be the whole corpus
-        used, flat_items = np.unique(flat_items, return_inverse=True)
-        ranked = np.asarray(np.asarray(vocab)[used], dtype=object)
+        flat_items, ranked = _ranked_only(flat_items, vocab)
+        ranked = np.asarray(ranked, dtype=object)
         order = rank_order(offsets, flat_items, flat_scores, ranked)
         return cls(
             queries=np.array(list(queries), dtype=object),
             offsets=offsets,
-            items=flat_items[order].astype(np.int64, copy=False),
+            items=flat_items[order],
             scores=flat_scores[order],
             vocab=ranked,
         )
@@ -349,12 +349,10 @@ class Run:
     def compact(self) -> Run:
         """This run with ``vocab`` cut to the items it ranks (their codes renumbered in
         ``vocab`` order); itself when it holds no other."""
-        used, codes = np.unique(self.items, return_inverse=True)
-        if len(used) == len(self.vocab):
+        if len(np.unique(self.items)) == len(self.vocab):
             return self
-        return Run(
-            self.queries, self.offsets, codes.astype(np.int64), self.scores, self.vocab[used]
-        )
+        items, vocab = _ranked_only(self.items, self.vocab)
+        return Run(self.queries, self.offsets, items, self.scores, vocab)
 
     def save(self, path: Path) -> None:
         """Store as ``.npz`` (no pickling; ids as fixed-width unicode; only the ids ranked)."""
@@ -379,6 +377,13 @@ class Run:
                 scores=z["scores"],
                 vocab=z["vocab"].astype(object),
             )
+
+
+def _ranked_only(items: np.ndarray, vocab: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``items`` renumbered into the part of ``vocab`` they use (in ``vocab`` order), and that
+    part."""
+    used, codes = np.unique(items, return_inverse=True)
+    return codes.astype(np.int64, copy=False), np.asarray(vocab)[used]
 
 
 def rank_order(

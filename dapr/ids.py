@@ -24,6 +24,11 @@ def string_array(values: Sequence[str]) -> np.ndarray:
     return np.array(values, dtype=strings() if strings else object)
 
 
+def empty_strings(count: int) -> np.ndarray:
+    """An array of ``count`` strings to fill, of :func:`string_array`'s type."""
+    return np.empty(count, dtype=string_array([]).dtype)
+
+
 _TEXT = 1 << 22
 """Characters of a JSON id list parsed at a time."""
 _CUT_TRIES = 4
@@ -35,7 +40,7 @@ def read_id_list(path: Path, count: int | None = None) -> np.ndarray:
     :func:`string_array`), parsed a block at a time, never holding a Python string for every id
     at once; ``count``, when given, is checked, and the array is filled in place."""
     pieces: list[np.ndarray] = []
-    out = None if count is None else np.empty(count, dtype=string_array([]).dtype)
+    out = None if count is None else empty_strings(count)
     done = 0
     with open(path, encoding="utf-8") as file:
         carry = file.read(_TEXT).lstrip()

@@ -34,7 +34,7 @@ import numpy as np
 
 from dapr.data import Corpus
 from dapr.errors import DaprError, DataError
-from dapr.ids import CorpusIds, string_array
+from dapr.ids import CorpusIds, empty_strings
 from dapr.io.files import atomic_directory, read_at_most, sibling_lock, writer, writer_gone
 from dapr.paths import home
 from dapr.store.checksums import CHECKSUMS, damage, seal
@@ -342,7 +342,7 @@ def _joined(ids: np.ndarray) -> np.ndarray | None:
 def _split(blob: np.ndarray, count: int) -> np.ndarray:
     """The ``count`` ids of a joined blob as a string array, decoded a block of bytes at a time
     (the whole corpus's ids as Python strings at once would be some 60 bytes an id)."""
-    out = np.empty(count, dtype=string_array([]).dtype)
+    out = empty_strings(count)
     done, start, size, block = 0, 0, len(blob), _BLOCK
     while count:
         text = blob[start : start + block].tobytes()

@@ -323,7 +323,7 @@ class Dense:
     def load(self, store: Path) -> None:
         """Search the shards :meth:`index` wrote in ``store`` (memory-mapped)."""
         self._shards = [np.load(p, mmap_mode="r") for p in sorted(store.glob("shard-*.npy"))]
-        self._ids = read_id_list(store / "ids.json")
+        self._ids = read_id_list(store / "ids.json", sum(len(s) for s in self._shards))
         self._store, self._on_devices, self._compressed = store, None, None
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
