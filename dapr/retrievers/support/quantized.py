@@ -5,8 +5,10 @@ The codes are made from the float32 shards with sentence-transformers'
 :func:`~sentence_transformers.quantization.quantize_embeddings`, a shard block at a time:
 
 - ``binary``: each dimension's sign, packed eight to a byte (``ubinary``): 32x smaller. The first
-  pass ranks by Hamming distance: FAISS's ``IndexBinaryFlat`` on the CPU; on a torch device a
-  matrix product of the codes unpacked to +-1 (``dim - 2 x Hamming``, exact in float16 or 32).
+  pass ranks by Hamming distance: FAISS's ``knn_hamming`` over the memory-mapped codes on the
+  CPU; on a torch device a matrix product of the codes unpacked to +-1 (``dim - 2 x Hamming``,
+  exact in float16 or 32). With ``ivf_lists``, FAISS's ``IndexBinaryIVF`` over the codes (its
+  own cache entry) searches only the lists nearest each query, on the CPU whatever the device.
 - ``int8``: each dimension cut into 255 steps between its minimum and maximum over the corpus's
   own embeddings (the calibration; rows made unit length first for cosine): 4x smaller. The
   first pass ranks by ``sum(q[d] * step[d] * code[d])``, which orders items as the query's dot
@@ -23,7 +25,7 @@ the shards' key, the quantization and :data:`VERSION`: built once per index, ver
 pruned as every entry is. An index outside a cache gets its codes built in memory at each load.
 
 The candidates are rescored by :func:`~dapr.retrievers.support.canonical.rescore` (the exact
-path's float64 sums of the float32 rows, read from the memory-mapped shards), so every score
+path's float64 sums of the float32 rows, read from the shard files), so every score
 reported is the exact one. What the first pass can miss is an item it ranks below its cut; and
 of items tied at the cut (frequent with Hamming distances) the kernel picks, so the CPU and a
 GPU may keep different ones. A multiplier that covers the corpus gives exact search's top k.
@@ -32,10 +34,12 @@ GPU may keep different ones. A multiplier that covers the corpus gives exact sea
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -46,10 +50,19 @@ QUANTIZATIONS = ("none", "int8", "binary")
 VERSION = "1"
 """The codes' format and calibration: part of their cache key."""
 _BLOCK = 16_384
-"""Rows quantized at once while the codes are built."""
+"""Rows quantized at once while the codes are built (and added to an IVF at once)."""
+_TRAIN_PER_LIST = 64
+"""Rows an IVF's k-means trains on per list (FAISS warns below 39)."""
 
 
-def scoring(base: str, quantization: str, multiplier: int, similarity: str | None) -> str:
+def scoring(
+    base: str,
+    quantization: str,
+    multiplier: int,
+    similarity: str | None,
+    lists: int = 0,
+    probe: int = 32,
+) -> str:
     """The dense retriever's ``scoring`` (part of its runs' cache key, not of its index's) with
     its first pass; a one-line DaprError for a setting compressed search cannot take."""
     if quantization not in QUANTIZATIONS:
@@ -61,10 +74,19 @@ def scoring(base: str, quantization: str, multiplier: int, similarity: str | Non
             f"dense: rescore_multiplier {multiplier!r}: give a whole number >= 1 (candidates "
             "per result the compressed first pass keeps)"
         )
+    for name, value, least in (("ivf_lists", lists, 0), ("ivf_probe", probe, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise DaprError(f"dense: {name} {value!r}: give a whole number >= {least}")
+    if lists and quantization != "binary":
+        raise DaprError(
+            f"dense: ivf_lists {lists} partitions binary codes; set quantization: binary "
+            "(or ivf_lists: 0)"
+        )
     if quantization == "none":
         return base
     check_similarity(quantization, similarity)
-    return f"{base}; {quantization} first pass x{multiplier}"
+    ivf = f", IVF of {lists} lists, {min(probe, lists)} probed" if lists else ""
+    return f"{base}; {quantization} first pass x{multiplier}{ivf}"
 
 
 def check_similarity(quantization: str, similarity: str | None) -> None:
@@ -156,6 +178,54 @@ def read_codes(folder: Path) -> Codes:
         low, high = np.load(folder / "ranges.npy")
         steps = ((high - low) / 255).astype(np.float32)
     return Codes(about["kind"], rows, int(about["dim"]), steps)
+
+
+def write_ivf(rows: np.ndarray, lists: int, folder: Path) -> None:
+    """FAISS's ``IndexBinaryIVF`` of the binary code ``rows`` in ``lists`` lists, into
+    ``folder/ivf.faiss``: its centroids trained on up to :data:`_TRAIN_PER_LIST` rows a list
+    (drawn with a fixed seed; FAISS's k-means seeds itself too), then every row added a block at
+    a time."""
+    import faiss
+
+    if lists > len(rows):
+        raise DaprError(
+            f"dense: ivf_lists {lists} exceeds the index's {len(rows):,} rows; give fewer "
+            f"lists (about the square root of the rows, {max(1, math.isqrt(len(rows)))}, is usual)"
+        )
+    dim = 8 * rows.shape[1]
+    index = faiss.IndexBinaryIVF(faiss.IndexBinaryFlat(dim), dim, lists)
+    drawn = min(len(rows), _TRAIN_PER_LIST * lists)
+    sample = np.sort(np.random.default_rng(0).choice(len(rows), drawn, replace=False))
+    index.train(np.ascontiguousarray(rows[sample]))
+    for start in range(0, len(rows), _BLOCK):
+        index.add(np.ascontiguousarray(rows[start : start + _BLOCK]))
+    faiss.write_index_binary(index, str(folder / "ivf.faiss"))
+
+
+def read_ivf(folder: Path) -> Any:
+    """The index :func:`write_ivf` wrote in ``folder`` (in memory: its lists hold the codes)."""
+    import faiss
+
+    return faiss.read_index_binary(str(folder / "ivf.faiss"))
+
+
+def cached_ivf(store: Path, codes: Codes, unit: bool, lists: int) -> Any:
+    """The IVF over ``codes`` of the index in ``store``: a cache entry of its own, keyed by the
+    codes' key and ``lists``, built once under its lock (in a scratch folder for an index outside
+    a cache)."""
+    cache = Cache(store.parent.parent)
+    if store.parent.name != "indexes" or not cache.has("indexes", store.name):
+        with tempfile.TemporaryDirectory(prefix="dapr-ivf-") as scratch:
+            write_ivf(codes.rows, lists, Path(scratch))
+            return read_ivf(Path(scratch))
+    key = content_key("ivf", VERSION, lists, codes_key(store, codes.kind, unit))
+    with cache.lock("indexes", key):
+        if cache.valid("indexes", key):
+            cache.touch("indexes", key)
+        else:
+            with cache.writing("indexes", key) as entry:
+                write_ivf(codes.rows, lists, entry)
+    return read_ivf(cache.path("indexes", key))
 
 
 def codes_key(store: Path, kind: str, unit: bool) -> str:
