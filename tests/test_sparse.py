@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from tiny_models import tiny_bert
 
 from dapr.checkpoints import resolve
-from dapr.errors import DaprError
+from dapr.errors import DaprError, DataError
 from dapr.retrievers.sparse import Sparse
 from dapr.retrievers.support.presets import with_preset
 
@@ -103,6 +105,18 @@ def test_sparse_index_persists_through_load(indexed):
     again = Sparse(model=TINY)
     again.load(store)
     assert again.search(QUERIES, 3).to_dict() == retriever.search(QUERIES, 3).to_dict()
+
+
+def test_sparse_checks_its_ids_against_its_shards_rows(indexed, tmp_path):
+    import shutil
+
+    _, store = indexed
+    copy = tmp_path / "copy"
+    shutil.copytree(store, copy)
+    ids = json.loads((copy / "ids.json").read_text())
+    (copy / "ids.json").write_text(json.dumps(ids[:-1]))
+    with pytest.raises(DataError, match=f"ids.json: {len(ids) - 1} ids for {len(ids)} items"):
+        Sparse(model=TINY).load(copy)
 
 
 def test_sparse_truncates_texts_to_max_length(tmp_path):

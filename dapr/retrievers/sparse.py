@@ -205,7 +205,11 @@ class Sparse:
 
     def load(self, store: Path) -> None:
         self._shards = sorted(store.glob("shard-*.npz"))
-        self._ids = read_id_list(store / "ids.json")
+        items = 0
+        for path in self._shards:  # a CSC shard's shape (items x terms) is a member of its own
+            with np.load(path) as shard:
+                items += int(shard["shape"][0])
+        self._ids = read_id_list(store / "ids.json", items)
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         import scipy.sparse as sp
