@@ -147,6 +147,9 @@ def test_index_persists_and_shards_stream(tmp_path, random_colbert, monkeypatch)
     plaid = LateInteraction(model=random_colbert, method="plaid")
     with pytest.raises(DaprError, match="built with method 'exact'.*set method: exact"):
         plaid.load(tmp_path)
+    (tmp_path / "ids.json").write_text(json.dumps([i for i, _ in ITEMS][:-1]))
+    with pytest.raises(DaprError, match=f"{len(ITEMS) - 1} ids for {len(ITEMS)} items"):
+        LateInteraction(model=random_colbert).load(tmp_path)  # ids checked against doclens
 
 
 def test_identity_names_what_changes_results(random_colbert):

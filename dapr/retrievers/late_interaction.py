@@ -220,16 +220,17 @@ class LateInteraction:
                 f"retriever 'late_interaction': the index in {store} was built with method "
                 f"{built!r}, not {self.method!r}; set method: {built} or build it again"
             )
-        self._ids = read_id_list(store / "ids.json")
         if self.method == "plaid":
             from dapr.retrievers.support.plaid import PlaidIndex
 
+            self._ids = read_id_list(store / "ids.json")
             self._plaid = PlaidIndex(self, store)
             return
         self._shards = [
             (np.load(p, mmap_mode="r"), np.load(p.with_name(p.name.replace("shard", "doclens"))))
             for p in sorted(store.glob("shard-*.npy"))
-        ]
+        ]  # one token count per item: the ids are checked against them
+        self._ids = read_id_list(store / "ids.json", sum(len(lens) for _, lens in self._shards))
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         if self._ids is None:
