@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from dapr import settings
+from dapr import fault_signals, settings
 from dapr.errors import DaprError
 
 RETRIES = 3
@@ -109,8 +109,9 @@ def start_ray(address: str | None) -> None:
             failure.append(error)
 
     starter = threading.Thread(target=start, name="ray-init", daemon=True)
-    starter.start()
-    starter.join(timeout)
+    with fault_signals.kept():  # a JVM started before Ray keeps its SIGSEGV handler
+        starter.start()
+        starter.join(timeout)
     if starter.is_alive():
         where = f"the cluster at {address}" if address else "a local Ray"
         raise DaprError(
@@ -124,3 +125,12 @@ def start_ray(address: str | None) -> None:
         raise DaprError(
             f"Ray could not start ({reason}); check --ray-address, or run without --ray"
         )
+
+
+def stop_ray() -> None:
+    """``ray.shutdown``, keeping the fault handlers installed before it (Ray resets SIGSEGV to
+    its default action when it shuts down, which a running JVM does not survive)."""
+    import ray
+
+    with fault_signals.kept():
+        ray.shutdown()

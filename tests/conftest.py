@@ -5,6 +5,8 @@ from __future__ import annotations
 import lzma
 import os
 import shutil
+import signal
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -192,14 +194,39 @@ def wiki_splits(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_shortest_wiki(tmp_path_factory.mktemp("data"), 40, "wiki-splits", 10)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _jvm_keeps_its_fault_handler():
+    """Once Lucene's JVM runs in the test process, a module that replaces its SIGSEGV handler
+    (Ray's init and shutdown do) fails here, and the handler is put back: left replaced, the
+    JVM's next deliberate fault killed the suite modules later, with no message (exit 139)."""
+    jnius_config = sys.modules.get("jnius_config")
+    if os.name != "posix" or not getattr(jnius_config, "vm_running", False):
+        yield
+        return
+    from dapr import fault_signals
+
+    before = fault_signals.handler(signal.SIGSEGV)
+    with fault_signals.kept():
+        yield
+        after = fault_signals.handler(signal.SIGSEGV)
+    assert after == before, (
+        "this module replaced the running JVM's SIGSEGV handler: wrap the call that did "
+        "(ray.init, ray.shutdown) in dapr.fault_signals.kept()"
+    )
+
+
 @pytest.fixture(scope="module")
 def local_ray():
     """A real local Ray of 2 CPUs for the tests of one module."""
     ray = pytest.importorskip("ray")
+    from dapr import fault_signals
+    from dapr.ray_actors import stop_ray
+
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    with fault_signals.kept():  # the JVM of the Lucene tests keeps its SIGSEGV handler
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
-    ray.shutdown()
+    stop_ray()
 
 
 @pytest.fixture(scope="session")

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from dapr import fault_signals
 from dapr.data import Document, Passage
 from dapr.experiment.config import load
 from dapr.experiment.schedule import Done, plan, run_jobs
-from dapr.ray_actors import Actors, Placement, device, on_actors, placement
+from dapr.ray_actors import Actors, Placement, device, on_actors, placement, stop_ray
 from dapr.store.cache import Cache
 
 FOUR_JOBS = """
@@ -46,10 +47,11 @@ def gpu_ray():
         pytest.skip("declared GPUs are for machines without CUDA")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     if ray.is_initialized():
-        ray.shutdown()
-    ray.init(num_cpus=4, num_gpus=2, include_dashboard=False, log_to_driver=False)
+        stop_ray()
+    with fault_signals.kept():  # the JVM of the Lucene tests keeps its SIGSEGV handler
+        ray.init(num_cpus=4, num_gpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
-    ray.shutdown()
+    stop_ray()
 
 
 EXPECTED_DEVICE = "cpu"
