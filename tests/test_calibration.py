@@ -137,6 +137,24 @@ def test_denoising_reads_the_calibrated_probability(tiny_ce, tmp_path):
     assert set(run.to_dict()["q"]) == {"p1", "p2"}
 
 
+def test_probabilities_in_chunks_equal_one_call(tiny_ce, monkeypatch):
+    from sentence_transformers import CrossEncoder
+
+    from dapr.training import cross
+
+    model = CrossEncoder(str(tiny_ce), device="cpu")
+    pairs = [("query alpha", word) for word in ("alpha", "beta", "gamma", "delta", "passage")]
+    whole = {
+        "own": np.asarray(model.predict(pairs, show_progress_bar=False), dtype=np.float64),
+        "platt": Calibration("platt", 2.0, -1.0).probabilities(cross.raw_scores(model, pairs)),
+    }
+    monkeypatch.setattr(cross, "SCORING_CHUNK", 2)  # three calls of 2, 2 and 1 pairs
+    for name, calibrated in [("own", None), ("platt", Calibration("platt", 2.0, -1.0))]:
+        chunked = cross.Probabilities(model, calibrated)(pairs)
+        assert chunked.shape == (5,) and np.allclose(chunked, whole[name], atol=1e-6)
+    assert cross.Probabilities(model)([]).shape == (0,)
+
+
 def test_a_stored_calibration_is_checked_when_read(tiny_ce, tmp_path):
     model = _copy(tiny_ce, tmp_path / "entry" / "model")
     path = calibration.write(model, {"method": "platt", "slope": 0.5, "intercept": -1.0})

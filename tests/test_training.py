@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -420,6 +421,12 @@ def test_a_dual_encoder_trains_on_negatives_a_trained_cross_encoder_denoised(
     text = DENOISED.format(model=tiny_encoder)
     file.write_text(text)
     assert main(["train", str(file)]) == 0  # the cross-encoder first, then the dual encoder
+    # the scoring before training is a step of its own in the log (output to a file)
+    log = capsys.readouterr().out
+    assert "denoise denoised: started (wiki-sample/train)" in log
+    assert re.search(
+        r"denoise denoised: computed in \d+\.\d s, [\d,]+ of [\d,]+ candidates removed", log
+    )
     card = trained_card("denoised")
     counts = card["denoising"]
     assert (counts["model"], counts["below"], counts["depth"]) == ("trained/tiny-ce", 0.6, 4)

@@ -5,6 +5,7 @@ another dataset, the training table, and the recipe files themselves."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -153,6 +154,11 @@ def test_augmentation_queries_come_from_a_file_or_another_dataset(tiny_encoder, 
         assert main(["train", str(file)]) == 0
         counts = trained_card("from-elsewhere")["augmentation"]
         assert counts["queries"] == expected and 0 < counts["examples"] <= 3 * expected
+        log = capsys.readouterr().out  # the pseudo-labelling is a step of its own in the log
+        assert f"label from-elsewhere: started ({expected:,} queries)" in log
+        assert re.search(
+            rf"label from-elsewhere: computed in [\d.]+ s, {counts['examples']:,} examples", log
+        )
     # what dapr run reports: the training table, and the manifest's entry for the model
     assert main(["run", str(file), "--out", str(tmp_path / "out")]) == 0
     table = (tmp_path / "out" / "training.md").read_text()

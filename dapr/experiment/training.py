@@ -283,8 +283,11 @@ def _train_one(
                 if source is dataset:
                     texts = source_texts
                 if denoiser:
+                    since = progress.started("denoise", name, f"{source.name}/{split_name}")
                     mined_run, counts = denoised(denoiser, mined_run, split, source_texts)
                     denoising = add_counts(denoising, counts)
+                    progress.finished("denoise", name, since, f"{sum(counts['removed']):,} of "
+                                      f"{sum(counts['scored']):,} candidates removed")  # fmt: skip
                 if settings.encoding == "late":  # rows name their passages inside documents
                     tag = f"{source.corpus.fingerprint}:"
                     source_texts, found = in_documents(source.corpus, source_texts, tag)
@@ -317,7 +320,9 @@ def _train_one(
                 if texts is None:  # the augmentation run is over the experiment's corpus
                     chain = chain_for(spec.contextualizer, dataset) if spec.contextualizer else None
                     texts = dict(runner.passage_texts(dataset, chain, f"train {name}"))
+                since = progress.started("label", name, f"{len(unlabelled):,} queries")
                 labelled, augmentation = pseudo(spec.augment, augmented, unlabelled, texts, rows)
+                progress.finished("label", name, since, f"{len(labelled):,} examples")
                 rows += labelled
             if teacher and not distilled:  # once silently trained without its warm start
                 raise DaprError(

@@ -19,6 +19,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from dapr.errors import DaprError
 from dapr.training.calibration import Calibration
 from dapr.training.dual import Settings, fit
@@ -31,6 +33,8 @@ LOSSES = ("bce", "listnet", "mnrl")
 judgements), ``batch_size`` pairs a step; ``listnet``: a softmax over each query's positive and
 negatives against its labels; ``mnrl``: the positive against the query's negatives and four other
 queries' positives. For the two listwise losses ``batch_size`` counts queries."""
+SCORING_CHUNK = 32 * 64
+"""Pairs a :class:`Probabilities` scores per call (a whole number of its batches of 32)."""
 HEADS = ("fresh", "prior")
 """How the classification head starts: ``fresh`` (as the model loads it) or ``prior`` (its bias
 set to the log-odds of the positives' share, so the first steps start at the base rate's loss)."""
@@ -229,9 +233,23 @@ class Probabilities:
     calibration: Calibration | None = None
 
     def __call__(self, pairs: Sequence[tuple[str, str]]) -> Any:
+        """The probabilities, scored :data:`SCORING_CHUNK` pairs at a time under a progress bar
+        (on a terminal): the same batches of 32 as one call, so the same scores."""
+        from tqdm.auto import tqdm
+
+        pairs, scored = list(pairs), []
+        with tqdm(total=len(pairs), desc="cross-encoder scoring", unit=" pairs", delay=1,
+                  disable=None) as bar:  # fmt: skip
+            for start in range(0, len(pairs), SCORING_CHUNK):
+                chunk = pairs[start : start + SCORING_CHUNK]
+                scored.append(np.asarray(self._probabilities(chunk), dtype=np.float64).ravel())
+                bar.update(len(chunk))
+        return np.concatenate(scored) if scored else np.empty(0, dtype=np.float64)
+
+    def _probabilities(self, pairs: list[tuple[str, str]]) -> Any:
         if self.calibration is not None:
             return self.calibration.probabilities(raw_scores(self.model, pairs))
-        return self.model.predict(list(pairs), batch_size=32, show_progress_bar=False)
+        return self.model.predict(pairs, batch_size=32, show_progress_bar=False)
 
 
 def calibrate(model: Any, held_out: Sequence[Example], method: str, folder: Path) -> dict:
