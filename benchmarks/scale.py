@@ -125,14 +125,17 @@ class Synthetic:
         return queries, qrels
 
 
-def write_corpus(folder: Path, passages: int, documents: int, queries: int, seed: int) -> Path:
-    """The dataset directory under ``folder`` for these parameters, written unless it exists."""
+def write_corpus(
+    folder: Path, passages: int, documents: int, queries: int, seed: int
+) -> tuple[Path, bool]:
+    """The dataset directory under ``folder`` for these parameters, written unless it exists,
+    and whether this call wrote it."""
     from dapr.datasets import write_dataset
 
     out = folder / f"synthetic-{passages}p-{documents}d-{queries}q-seed{seed}"
     if out.is_dir():
         print(f"reusing {out}", file=sys.stderr)
-        return out
+        return out, False
     started = time.perf_counter()
     synthetic = Synthetic(passages, documents, seed)
     test_queries, test_qrels = synthetic.queries(queries)
@@ -146,7 +149,7 @@ def write_corpus(folder: Path, passages: int, documents: int, queries: int, seed
     print(
         f"wrote {out} ({size:,.0f} MB) in {time.perf_counter() - started:,.0f} s", file=sys.stderr
     )
-    return out
+    return out, True
 
 
 # --- the steps -------------------------------------------------------------------------------
@@ -270,13 +273,22 @@ def row(name: str, result: dict[str, Any]) -> str:
     )
 
 
-def report(args: argparse.Namespace, results: dict[str, dict[str, Any]], written: float) -> str:
+def _corpus(written: float | None) -> str:
+    """How the corpus came to be: written in this run, and how long it took, or reused."""
+    return (
+        "corpus reused from --workdir" if written is None else f"corpus written in {written:,.0f} s"
+    )
+
+
+def report(
+    args: argparse.Namespace, results: dict[str, dict[str, Any]], written: float | None
+) -> str:
     read = results["read"]
     peak = max(r["peak_rss_mb"] for r in results.values()) / 1024
     lines = [
         f"{read['passages']:,} passages in {read['documents']:,} documents, {args.queries:,} "
-        f"queries, top 1,000; {len(os.sched_getaffinity(0))} cores; corpus written in "
-        f"{written:,.0f} s; BM25 index memory {args.index_memory or 'default'}; every step a "
+        f"queries, top 1,000; {len(os.sched_getaffinity(0))} cores; {_corpus(written)}; "
+        f"BM25 index memory {args.index_memory or 'default'}; every step a "
         "fresh process reusing the cache of the steps above\n",
         "| step | runner steps, seconds | process seconds | peak RSS MB | peak anonymous MB |",
         "| --- | --- | ---: | ---: | ---: |",
@@ -326,7 +338,7 @@ def docs_table(queries: int, results: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def write_json(
-    path: Path, args: argparse.Namespace, results: dict[str, dict[str, Any]], written: float
+    path: Path, args: argparse.Namespace, results: dict[str, dict[str, Any]], written: float | None
 ) -> None:
     """The docs' table as a results file (benchmarks/results_json.py), the raw measurements
     beside it."""
@@ -336,7 +348,7 @@ def write_json(
     notes = (
         f"{read['passages']:,} synthetic passages in {read['documents']:,} documents, "
         f"{args.queries:,} queries, top 1,000; BM25 index memory "
-        f"{args.index_memory or 'default (1GB)'}; corpus written in {written:,.0f} s; each step "
+        f"{args.index_memory or 'default (1GB)'}; {_corpus(written)}; each step "
         "in a fresh process reusing the cache of the steps above."
     )
     table = {"steps": docs_table(args.queries, results)}
@@ -375,8 +387,8 @@ def main(argv: list[str] | None = None) -> int:
     homes = [root / "home", root / "home-whole"]
     try:
         started = time.perf_counter()
-        dataset = write_corpus(root, args.passages, args.documents, args.queries, args.seed)
-        written = time.perf_counter() - started
+        dataset, wrote = write_corpus(root, args.passages, args.documents, args.queries, args.seed)
+        written = time.perf_counter() - started if wrote else None
         settle(dataset)
         results = {}
         plan = [("read", homes[0]), (WARM, homes[0]), *((step, homes[0]) for step in STEPS)]

@@ -142,7 +142,8 @@ def test_a_figure_shown_twice_has_one_value():
     are not figures) agree on that row's figures, on one page or two; a run published per
     dataset (docs/results/<experiment>/<dataset>/) is a scope of its own, as its rows name
     systems, not datasets; so is a benchmark run at a corpus size of its own (its file's
-    ``passages``), as its rows name steps."""
+    ``passages``) with the code of its ``commit`` (a rerun after a change measures other code),
+    as its rows name steps."""
     seen: dict[tuple[str, str, str, str], tuple[str, str]] = {}
     clashes = []
     for path in rt.pages():
@@ -150,8 +151,9 @@ def test_a_figure_shown_twice_has_one_value():
             table = rt.select(spec)
             scope = str(Path(spec["file"]).parent)
             if spec["file"].endswith(".json"):
-                size = rt.load_json(rt.RESULTS / spec["file"]).get("passages")
-                scope += f" at {size} passages" if size else ""
+                found = rt.load_json(rt.RESULTS / spec["file"])
+                size = found.get("passages")
+                scope += f" at {size} passages, commit {found['commit']}" if size else ""
             cells: dict[tuple[str, str, str, str], list[str]] = {}
             for row in table["rows"]:
                 label = " / ".join(c for c in row if not _figure(c))

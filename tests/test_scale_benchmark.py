@@ -49,3 +49,16 @@ def test_scale_writes_a_results_file_the_docs_render(tmp_path: Path):
     assert re.search(r"\| index passages[^|]*\| ([\d.]+) \| ([\d.]+) GB \|", text)
     assert re.search(r"\| search passages \(([\d,]+) queries\) \| ([\d.]+) \| ([\d.]+) GB \|", text)
     assert json.loads(out.read_text())["data"]["read"]["fingerprint"]
+
+
+def test_a_reused_corpus_is_reported_as_reused_not_as_written_in_0_s(tmp_path: Path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import scale
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    first, wrote = scale.write_corpus(tmp_path, 60, 3, 2, 0)
+    again, wrote_again = scale.write_corpus(tmp_path, 60, 3, 2, 0)
+    assert first == again and (wrote, wrote_again) == (True, False)
+    assert scale._corpus(None) == "corpus reused from --workdir"
+    assert scale._corpus(12.4) == "corpus written in 12 s"
