@@ -286,8 +286,8 @@ def _train_one(
                     since = progress.started("denoise", name, f"{source.name}/{split_name}")
                     mined_run, counts = denoised(denoiser, mined_run, split, source_texts)
                     denoising = add_counts(denoising, counts)
-                    progress.finished("denoise", name, since, f"{sum(counts['removed']):,} of "
-                                      f"{sum(counts['scored']):,} candidates removed")  # fmt: skip
+                    removed = f"{sum(counts['removed']):,} of {sum(counts['scored']):,}"
+                    progress.finished("denoise", name, since, f"{removed} candidates removed")
                 if settings.encoding == "late":  # rows name their passages inside documents
                     tag = f"{source.corpus.fingerprint}:"
                     source_texts, found = in_documents(source.corpus, source_texts, tag)
