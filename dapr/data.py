@@ -119,11 +119,8 @@ class Corpus:
         scanned, self._scanned = self._scanned, None
         assert scanned is not None  # _scan() keeps the ids until they are asked for
         indexes = {}
-        for kind, (listed, hashes) in (
-            ("passage", scanned.passages),
-            ("document", scanned.documents),
-        ):
-            indexes[kind] = index = IdIndex(listed, hashes if scanned.seed == hash_seed() else None)
+        for kind, listed in (("passage", scanned.passages), ("document", scanned.documents)):
+            indexes[kind] = index = IdIndex(listed, scanned.take_hashes(kind))
             repeated = index.first_repeat()
             if repeated is not None:
                 raise DaprError(
@@ -132,8 +129,8 @@ class Corpus:
                 )
         sizes = scanned.sizes
         ids = CorpusIds(
-            passage_ids=scanned.passages[0],
-            doc_ids=scanned.documents[0],
+            passage_ids=scanned.passages,
+            doc_ids=scanned.documents,
             doc_of=np.repeat(np.arange(len(sizes), dtype=np.int64), sizes),
         )
         ids._indexes.update(indexes)
@@ -177,9 +174,10 @@ class Corpus:
         fingerprint = self.__dict__["fingerprint"] = digest.hexdigest()[:16]
         if "ids" not in self.__dict__:
             sizes_array = np.frombuffer(sizes, dtype=np.int64) if sizes else np.zeros(0, np.int64)
-            self._scanned = ScannedIds(
-                passages.finish(), documents.finish(), sizes_array, hash_seed()
-            )
+            passage_ids, passage_hashes = passages.finish()
+            doc_ids, doc_hashes = documents.finish()
+            hashes = {"passage": passage_hashes, "document": doc_hashes}
+            self._scanned = ScannedIds(passage_ids, doc_ids, sizes_array, hash_seed(), hashes)
         return fingerprint
 
 

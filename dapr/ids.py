@@ -110,19 +110,36 @@ class IdColumn:
         self._hashes.append(np.fromiter(map(hash, pending), np.int64, len(pending)))
 
     def finish(self) -> tuple[np.ndarray, np.ndarray]:
-        """The ids in order and their hashes."""
+        """The ids in order and their hashes; the chunks are let go of as each is joined."""
         self._pack()
-        return np.concatenate(self._ids), np.concatenate(self._hashes)
+        ids = _joined(self._ids)
+        return ids, _joined(self._hashes)
+
+
+def _joined(chunks: list[np.ndarray]) -> np.ndarray:
+    """The chunks as one array, the list emptied (so the chunks go once it is made)."""
+    out = np.concatenate(chunks)
+    chunks.clear()
+    return out
 
 
 @dataclass
 class ScannedIds:
-    passages: tuple[np.ndarray, np.ndarray]
-    documents: tuple[np.ndarray, np.ndarray]
+    """What a pass over a corpus found: the ids in order, passages per document, and the ids'
+    hashes under ``seed`` (:func:`hash_seed` then), which :meth:`take_hashes` hands over once."""
+
+    passages: np.ndarray
+    documents: np.ndarray
     sizes: np.ndarray
-    """Passages per document."""
     seed: int
-    """:func:`hash_seed` when the ids were hashed."""
+    hashes: dict[str, np.ndarray]
+    """``"passage"`` / ``"document"`` -> the hashes of those ids."""
+
+    def take_hashes(self, kind: str) -> np.ndarray | None:
+        """The hashes of ``kind``'s ids, if made under this process's seed; kept no longer, so
+        the index that sorts them holds the only copy."""
+        hashes = self.hashes.pop(kind)
+        return hashes if self.seed == hash_seed() else None
 
 
 @dataclass(frozen=True)

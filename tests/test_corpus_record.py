@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 import time
+import tracemalloc
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +23,7 @@ from dapr.data import Corpus, Dataset, Document, Passage, Split
 from dapr.datasets import hub, read_dataset, write_dataset
 from dapr.datasets import record as record_module
 from dapr.datasets.record import RECORD
+from dapr.ids import string_array
 
 HOUR = 3600
 
@@ -103,18 +106,25 @@ def test_a_second_load_takes_fingerprint_and_ids_from_the_record(prepared, monke
 
 
 @pytest.mark.parametrize("block", [1, 5, 64])
-def test_recorded_ids_are_written_and_read_a_block_at_a_time(prepared, monkeypatch, block):
+def test_recorded_ids_are_written_and_read_a_block_at_a_time(
+    prepared, monkeypatch, tmp_path, block
+):
     # a block smaller than an id, one that cuts ids in two (and the é in two), a whole one
     first = _read(prepared)
     monkeypatch.setattr(record_module, "_BLOCK", block)
     Reads(monkeypatch, fail=True)
     assert _read(prepared) == first
     monkeypatch.setattr(record_module, "_IDS", 2)
-    for ids in ([], [""], ["", "a", ""], ["é", "ab", "x" * 40], ["a", "b", "c", "d"]):
-        joined = record_module._joined(np.array(ids, dtype=object))
-        assert joined.tobytes() == "\n".join(ids).encode()
+    written, saved = tmp_path / "written.npy", tmp_path / "saved.npy"
+    for ids in ([], [""], ["", "a", ""], ["é", "ab", "x" * 40], ["a", "b", "c", "d"], ["z"] * 9):
+        record_module._write_joined(written, string_array(ids))
+        # the file np.save writes for the joined bytes, though they were never joined in memory
+        np.save(saved, np.frombuffer("\n".join(ids).encode(), dtype=np.uint8))
+        assert written.read_bytes() == saved.read_bytes()
+        joined = np.load(written, mmap_mode="r")
         assert record_module._split(joined, len(ids)).tolist() == ids
-    assert record_module._joined(np.array(["a", "b", "c\nd"], dtype=object)) is None
+    with pytest.raises(record_module._NewlineInId):
+        record_module._write_joined(written, string_array(["a", "b", "c\nd"]))
     with pytest.raises(ValueError, match="3 ids recorded, 2 stored"):
         record_module._split(np.frombuffer(b"a\nb", dtype=np.uint8), 3)
     with pytest.raises(ValueError, match="1 ids recorded, more stored"):
@@ -323,3 +333,26 @@ def test_prune_removes_the_records_of_datasets_that_are_gone(prepared, tmp_path,
     )
     assert main(["cache", "prune", "--everything"]) == 0
     assert "corpus records" not in capsys.readouterr().out
+
+
+def test_an_id_with_a_newline_leaves_no_record_and_nothing_beside_it(prepared):
+    # hub readers refuse such ids; the record's writer refuses them on its own too
+    corpus = read_dataset(prepared, remember=False).corpus
+    ids = corpus.ids
+    odd = replace(ids, passage_ids=string_array([*ids.passage_ids.tolist()[:-1], "d5-\n2"]))
+    folder = prepared / RECORD
+    record_module.write(folder, prepared, record_module.signature(prepared), 0, "f", odd)
+    assert sorted(p.name for p in prepared.iterdir()) == ["corpus.jsonl", "qrels", "queries"]
+
+
+def test_recorded_ids_are_written_without_joining_them_in_memory(tmp_path, monkeypatch):
+    monkeypatch.setattr(record_module, "_IDS", 1000)
+    ids = string_array([f"document-{i:08d}-passage" for i in range(100_000)])  # 2.6 MB joined
+    tracemalloc.start()
+    try:
+        record_module._write_joined(tmp_path / "ids.npy", ids)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert np.load(tmp_path / "ids.npy").tobytes() == "\n".join(ids.tolist()).encode()
+    assert peak < 400_000, peak  # a block of 1,000 ids at a time, not the 2.6 MB

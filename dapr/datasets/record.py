@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -155,11 +156,6 @@ def write(
     folder: Path, root: Path, files: Signature, stamp: int, fingerprint: str, ids: CorpusIds
 ) -> None:
     """Write the record of ``root`` at ``folder`` (replacing one there) in one step."""
-    passage_ids, doc_ids = _joined(ids.passage_ids), _joined(ids.doc_ids)
-    if passage_ids is None or doc_ids is None:
-        return  # an id holds a newline: not a hub corpus, nothing to record
-    doc_of = np.asarray(ids.doc_of, dtype=np.int64)
-    arrays = {"passage_ids": passage_ids, "doc_ids": doc_ids, "doc_of": doc_of}
     meta = {
         "format": FORMAT,
         "fingerprint": fingerprint,
@@ -170,9 +166,12 @@ def write(
         "files": files,
     }
     _remove_stale(folder)
-    with atomic_directory(folder) as tmp:
-        for name, array in arrays.items():
-            np.save(tmp / f"{name}.npy", array, allow_pickle=False)
+    # an id that holds a newline (not a hub corpus) leaves nothing to record
+    with contextlib.suppress(_NewlineInId), atomic_directory(folder) as tmp:
+        _write_joined(tmp / "passage_ids.npy", ids.passage_ids)
+        _write_joined(tmp / "doc_ids.npy", ids.doc_ids)
+        doc_of = np.asarray(ids.doc_of, dtype=np.int64)
+        np.save(tmp / "doc_of.npy", doc_of, allow_pickle=False)
         (tmp / ".gitignore").write_text("*\n")  # dapr's own, even in a checkout
         (tmp / _META).write_text(json.dumps(meta))
         seal(tmp)
@@ -326,17 +325,40 @@ def _racy(meta: dict) -> bool:
     return any(int(mtime) > stamp - RACY_NS for _, _, mtime, _ in meta["files"])
 
 
-def _joined(ids: np.ndarray) -> np.ndarray | None:
-    """The ids as UTF-8 bytes joined by newlines, encoded a block of ids at a time (None if an
-    id holds one)."""
-    pieces = []
-    for start in range(0, len(ids), _IDS):
-        values = ids[start : start + _IDS].tolist()
-        text = "\n".join(values)
-        if text.count("\n") != len(values) - 1:
-            return None
-        pieces.append(text.encode())
-    return np.frombuffer(b"\n".join(pieces), dtype=np.uint8)
+class _NewlineInId(Exception):
+    """An id holds a newline, which the record's joined ids cannot."""
+
+
+def _write_joined(path: Path, ids: np.ndarray) -> None:
+    """Save the ids as one ``uint8`` array of their UTF-8 bytes joined by newlines, the file
+    ``np.save`` would write, encoded and written a block of ids at a time (the whole blob in
+    memory would be another 12 bytes or more an id); :class:`_NewlineInId` if an id holds a
+    newline."""
+    with open(path, "wb") as file:
+        blank = _npy_header(0)
+        file.write(blank)
+        size = 0
+        for start in range(0, len(ids), _IDS):
+            values = ids[start : start + _IDS].tolist()
+            text = "\n".join(values)
+            if text.count("\n") != len(values) - 1:
+                raise _NewlineInId
+            data = text.encode() if not start else b"\n" + text.encode()
+            file.write(data)
+            size += len(data)
+        header = _npy_header(size)
+        if len(header) != len(blank):  # numpy reserves room for the length: never seen
+            raise ValueError(f"{path}: the array header changed length")
+        file.seek(0)
+        file.write(header)
+
+
+def _npy_header(size: int) -> bytes:
+    """The ``.npy`` header ``np.save`` writes for ``size`` bytes (``uint8``, one axis)."""
+    out = io.BytesIO()
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.uint8)), "fortran_order": False}
+    np.lib.format.write_array_header_1_0(out, {**header, "shape": (size,)})
+    return out.getvalue()
 
 
 def _split(blob: np.ndarray, count: int) -> np.ndarray:
