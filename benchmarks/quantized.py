@@ -29,7 +29,15 @@ test queries, its difference from exact, and the top-10 overlap with exact. The 
 dapr's cache (``$DAPR_HOME``): the float index is encoded once and each quantization's codes are
 built once, as in ``dapr run``.
 
+At scale: ``--synthetic 2700000`` also runs the same systems on benchmarks/scale.py's synthetic
+corpus of NaturalQuestions' size (``--synthetic-documents``, ``--synthetic-queries``; written
+in ``--workdir`` and reused from it, with the cache of its runs), encoded by a static word
+encoder of ``--synthetic-dim`` dimensions (:func:`word_encoder`): MiniLM would take hours on a
+CPU for its 2.7 million passages. ``--skip-speed`` and an empty ``--datasets`` leave the other
+tables out.
+
     python benchmarks/quantized.py [--rows 1000000 --dim 768 --queries 1000 --k 100 --json PATH]
+    python benchmarks/quantized.py --skip-speed --datasets --synthetic 2700000 --workdir DIR
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -44,6 +53,7 @@ from pathlib import Path
 
 import numpy as np
 import results_json  # benchmarks/results_json.py, beside this script
+from bm25 import zipf_cdf
 from child import fastest_in_turns, run_child
 
 SHARD = 65_536
@@ -165,29 +175,74 @@ def _bytes(folder: Path, pattern: str) -> int:
     return sum(p.stat().st_size for p in folder.glob(pattern))
 
 
-def quality_table(dataset: str, depth: int, lists: int, probes: list[int]) -> list[str]:
-    """nDCG@10 on ``dataset``'s test queries, exact and compressed, from dapr's runner."""
+def word_encoder(folder: Path, seed: int, dim: int) -> Path:
+    """A static word encoder for scale.py's synthetic corpus, saved in ``folder``: each of its
+    pseudo-words a random Gaussian vector of ``dim`` dimensions scaled by the square root of
+    the word's inverse passage frequency (expected from the generator's Zipf law), a text the
+    normalised mean of its words' vectors: a random projection, whose dot products approximate
+    the sum of the shared words' IDF weighted by their counts, over the texts' norms. A
+    sentence-transformers model (``StaticEmbedding``) that dapr's ``dense`` loads by path; it
+    encodes millions of passages in minutes on a CPU, where MiniLM takes hours."""
+    from scale import WORDS, Synthetic
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Normalize, StaticEmbedding
+    from tokenizers import Tokenizer, normalizers, pre_tokenizers
+    from tokenizers.models import WordLevel
+
+    words = Synthetic(1, 1, seed).vocab.tolist()
+    tokens = {"[UNK]": 0, **{word: n + 1 for n, word in enumerate(words)}}
+    tokenizer = Tokenizer(WordLevel(tokens, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.Lowercase()  # titles are capitalised, queries are not
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()  # commas and full stops: [UNK]
+    share = np.diff(zipf_cdf(WORDS), prepend=0.0)  # of a word's occurrences in running text
+    in_passage = -np.expm1(100 * np.log1p(-share))  # of 100-word passages holding the word
+    rng = np.random.default_rng([seed, 2])
+    weights = np.zeros((len(tokens), dim), np.float32)  # [UNK] (punctuation) adds nothing
+    weights[1:] = rng.standard_normal((len(words), dim)) * np.sqrt(-np.log(in_passage))[:, None]
+    model = SentenceTransformer(
+        modules=[StaticEmbedding(tokenizer, embedding_weights=weights), Normalize()]
+    )
+    partial = folder.with_name(folder.name + ".partial")  # a stopped save is not reused
+    shutil.rmtree(partial, ignore_errors=True)
+    model.save(str(partial))
+    partial.rename(folder)
+    return folder
+
+
+def quality_table(
+    dataset: str,
+    depth: int,
+    lists: int,
+    probes: list[int],
+    model: Path | None = None,
+    label: str | None = None,
+) -> list[str]:
+    """nDCG@10 on ``dataset``'s test queries, exact and compressed, from dapr's runner (the
+    ``dense`` default encoder, or ``model``); ``label`` names the dataset in the rows."""
     from dapr.experiment.config import load
     from dapr.experiment.runner import Runner
 
-    systems = {"exact": ""} | {
-        f"{kind}-x{m}": f", quantization: {kind}, rescore_multiplier: {m}"
+    encoder = f", model: {json.dumps(str(model))}" if model else ""
+    systems = {"exact": encoder} | {
+        f"{kind}-x{m}": f"{encoder}, quantization: {kind}, rescore_multiplier: {m}"
         for kind in ("int8", "binary")
         for m in MULTIPLIERS
     }
     systems |= {  # the default multiplier, the share of lists probed varied
-        f"ivf{probe}-x4": f", quantization: binary, ivf_lists: {lists}, ivf_probe: {probe}"
+        f"ivf{probe}-x4": f"{encoder}, quantization: binary, ivf_lists: {lists}, ivf_probe: {probe}"
         for probe in probes
     }
     body = "".join(f"  {name}: {{name: dense, args: {{{a[2:]}}}}}\n" for name, a in systems.items())
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "quantized.yaml"
         path.write_text(
-            f"dataset: {dataset}\nmetrics: [nDCG@10]\ndepth: {depth}\nretrievers:\n{body}"
+            f"dataset: {json.dumps(dataset)}\nmetrics: [nDCG@10]\ndepth: {depth}\n"
+            f"retrievers:\n{body}"
         )
         started = time.perf_counter()
         outcome = Runner(load(path)).run()
-    print(f"{dataset} runs: {time.perf_counter() - started:.0f} s")
+    label = label or dataset
+    print(f"{label} runs: {time.perf_counter() - started:.0f} s")
     exact_run = outcome.runs["exact"].to_dict()
     exact_ndcg = outcome.evaluations["exact"].means["nDCG@10"]
     lines = [
@@ -203,10 +258,40 @@ def quality_table(dataset: str, depth: int, lists: int, probes: list[int]) -> li
         if kind.startswith("ivf"):
             kind = f"binary IVF, {kind[3:]} of {lists} lists"
         lines.append(
-            f"| {dataset} | {kind} | {multiplier or '-'} | {ndcg:.4f} | {ndcg - exact_ndcg:+.4f} | "
+            f"| {label} | {kind} | {multiplier or '-'} | {ndcg:.4f} | {ndcg - exact_ndcg:+.4f} | "
             f"{found / total:.1%} |"
         )
     return lines
+
+
+def synthetic_table(args: argparse.Namespace) -> list[str]:
+    """:func:`quality_table` on scale.py's synthetic corpus (written in ``--workdir``, or
+    reused from it), with :func:`word_encoder`'s vectors and a cache of its own."""
+    from scale import settle, write_corpus
+
+    root = args.workdir or Path(tempfile.mkdtemp(prefix="dapr-quantized-"))
+    root.mkdir(parents=True, exist_ok=True)
+    before = os.environ.get("DAPR_HOME")
+    try:
+        dataset, _ = write_corpus(
+            root, args.synthetic, args.synthetic_documents, args.synthetic_queries, args.seed
+        )
+        settle(dataset)
+        encoder = root / f"word-encoder-seed{args.seed}-{args.synthetic_dim}"
+        if not encoder.is_dir():
+            word_encoder(encoder, args.seed, args.synthetic_dim)
+        os.environ["DAPR_HOME"] = str(root / "home")  # gigabytes of shards: not the user's
+        label = f"synthetic ({args.synthetic:,})"
+        return quality_table(
+            str(dataset), args.depth, args.quality_lists, args.quality_probes, encoder, label
+        )
+    finally:
+        if before is None:
+            os.environ.pop("DAPR_HOME", None)
+        else:
+            os.environ["DAPR_HOME"] = before
+        if args.workdir is None:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,10 +307,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=2, help="runs per method, in turns")
     parser.add_argument("--depth", type=int, default=100, help="the quality runs' depth")
-    parser.add_argument("--datasets", nargs="+", default=["wiki-sample", "COVID-QA"])
+    parser.add_argument("--datasets", nargs="*", default=["wiki-sample", "COVID-QA"])
     parser.add_argument("--quality-lists", type=int, default=64, help="their ivf_lists")
     parser.add_argument("--quality-probes", type=int, nargs="+", default=[8, 16, 32])
     parser.add_argument("--skip-quality", action="store_true", help="no wiki-sample table")
+    parser.add_argument("--skip-speed", action="store_true", help="no speed table")
+    parser.add_argument(
+        "--synthetic",
+        type=int,
+        metavar="PASSAGES",
+        help="also the quality on scale.py's synthetic corpus of this many passages "
+        "(2700000: NaturalQuestions' size), encoded by a static word encoder",
+    )
+    parser.add_argument("--synthetic-documents", type=int, default=108_000)
+    parser.add_argument("--synthetic-queries", type=int, default=1000)
+    parser.add_argument(
+        "--synthetic-dim", type=int, default=384, help="the word encoder's (MiniLM's 384)"
+    )
+    parser.add_argument(
+        "--workdir", type=Path, help="keep the synthetic corpus, encoder and cache here"
+    )
     parser.add_argument("--json", help="also write the tables as a results file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -233,26 +334,32 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(child(json.loads(args.child))))
         return 0
 
-    speed = speed_table(args)
-    cores = len(os.sched_getaffinity(0))
-    print(
-        f"\n{args.rows:,} vectors x {args.dim} (float32, {args.clusters:,} clusters), "
-        f"{args.queries:,} queries, top {args.k}, rescore_multiplier {args.multiplier}, "
-        f"IVF of {args.lists:,} lists, {args.probe} probed, "
-        f"{cores} cores, fastest of {args.repeats} runs each\n"
-    )
-    print("\n".join(speed))
-    tables = {"quantized-speed": speed}
-    if not args.skip_quality:
-        quality = quality_table(
-            args.datasets[0], args.depth, args.quality_lists, args.quality_probes
+    tables = {}
+    if not args.skip_speed:
+        speed = speed_table(args)
+        cores = len(os.sched_getaffinity(0))
+        print(
+            f"\n{args.rows:,} vectors x {args.dim} (float32, {args.clusters:,} clusters), "
+            f"{args.queries:,} queries, top {args.k}, rescore_multiplier {args.multiplier}, "
+            f"IVF of {args.lists:,} lists, {args.probe} probed, "
+            f"{cores} cores, fastest of {args.repeats} runs each\n"
         )
-        for dataset in args.datasets[1:]:
+        print("\n".join(speed))
+        tables["quantized-speed"] = speed
+    quality: list[str] = []
+    if not args.skip_quality:
+        for dataset in args.datasets:
             more = quality_table(dataset, args.depth, args.quality_lists, args.quality_probes)
-            quality += more[2:]
-        print(f"\ntest queries, all-MiniLM-L6-v2, depth {args.depth}\n")
-        print("\n".join(quality))
-        tables["quantized-quality"] = quality
+            quality += more if not quality else more[2:]
+        if quality:
+            print(f"\ntest queries, all-MiniLM-L6-v2, depth {args.depth}\n")
+            print("\n".join(quality))
+            tables["quantized-quality"] = quality
+    if args.synthetic:
+        synthetic = synthetic_table(args)
+        print(f"\nsynthetic test queries, static word encoder, depth {args.depth}\n")
+        print("\n".join(synthetic))
+        tables["quantized-synthetic"] = synthetic
     if args.json:
         results_json.write(args.json, tables, script="benchmarks/quantized.py")
     return 0
