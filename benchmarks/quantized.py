@@ -33,8 +33,8 @@ At scale: ``--synthetic 2700000`` also runs the same systems on benchmarks/scale
 corpus of NaturalQuestions' size (``--synthetic-documents``, ``--synthetic-queries``; written
 in ``--workdir`` and reused from it, with the cache of its runs), encoded by a static word
 encoder of ``--synthetic-dim`` dimensions (:func:`word_encoder`): MiniLM would take hours on a
-CPU for its 2.7 million passages. ``--skip-speed`` and an empty ``--datasets`` leave the other
-tables out.
+CPU for its 2.7 million passages (``--synthetic-model NAME`` encodes it with a model of your
+choice, on a GPU). ``--skip-speed`` and an empty ``--datasets`` leave the other tables out.
 
     python benchmarks/quantized.py [--rows 1000000 --dim 768 --queries 1000 --k 100 --json PATH]
     python benchmarks/quantized.py --skip-speed --datasets --synthetic 2700000 --workdir DIR
@@ -214,7 +214,7 @@ def quality_table(
     lists: int,
     probes: list[int],
     multipliers: list[int],
-    model: Path | None = None,
+    model: Path | str | None = None,
     label: str | None = None,
 ) -> list[str]:
     """nDCG@10 on ``dataset``'s test queries, exact and compressed at each of ``multipliers``,
@@ -278,8 +278,10 @@ def synthetic_table(args: argparse.Namespace) -> list[str]:
             root, args.synthetic, args.synthetic_documents, args.synthetic_queries, args.seed
         )
         settle(dataset)
-        encoder = root / f"word-encoder-seed{args.seed}-{args.synthetic_dim}"
-        if not encoder.is_dir():
+        encoder = (
+            args.synthetic_model or root / f"word-encoder-seed{args.seed}-{args.synthetic_dim}"
+        )
+        if not args.synthetic_model and not encoder.is_dir():
             word_encoder(encoder, args.seed, args.synthetic_dim)
         os.environ["DAPR_HOME"] = str(root / "home")  # gigabytes of shards: not the user's
         label = f"synthetic ({args.synthetic:,})"
@@ -335,6 +337,10 @@ def main(argv: list[str] | None = None) -> int:
         "--synthetic-dim", type=int, default=384, help="the word encoder's (MiniLM's 384)"
     )
     parser.add_argument(
+        "--synthetic-model",
+        help="encode the synthetic corpus with this model (a name or path) instead (a GPU's job)",
+    )
+    parser.add_argument(
         "--workdir", type=Path, help="keep the synthetic corpus, encoder and cache here"
     )
     parser.add_argument("--json", help="also write the tables as a results file")
@@ -369,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
             tables["quantized-quality"] = quality
     if args.synthetic:
         synthetic = synthetic_table(args)
-        print(f"\nsynthetic test queries, static word encoder, depth {args.depth}\n")
+        encoder = args.synthetic_model or "static word encoder"
+        print(f"\nsynthetic test queries, {encoder}, depth {args.depth}\n")
         print("\n".join(synthetic))
         tables["quantized-synthetic"] = synthetic
     if args.json:

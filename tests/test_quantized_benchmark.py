@@ -70,9 +70,9 @@ def test_the_synthetic_quality_table_is_the_runner_s(
     out = tmp_path / "quantized-synthetic.json"
     argv = ["--skip-speed", "--datasets", "--synthetic", "300", "--synthetic-documents", "12"]
     argv += ["--synthetic-queries", "6", "--synthetic-dim", "128", "--quality-lists", "4"]
-    argv += ["--quality-probes", "2", "--depth", "20", "--workdir", str(tmp_path / "work")]
-    argv += ["--multipliers", "1", "4", "10"]
-    assert quantized.main([*argv, "--json", str(out)]) == 0
+    argv += ["--quality-probes", "2", "--depth", "20"]
+    first = [*argv, "--workdir", str(tmp_path / "work"), "--multipliers", "1", "4", "10"]
+    assert quantized.main([*first, "--json", str(out)]) == 0
     assert os.environ["DAPR_HOME"] == str(tmp_path / "user-home")  # restored
     assert not (tmp_path / "user-home").exists()  # the shards went to the workdir's cache
     assert any((tmp_path / "work" / "home").iterdir())
@@ -91,3 +91,11 @@ def test_the_synthetic_quality_table_is_the_runner_s(
     for row in rows[1:]:
         assert float(row[4]) == pytest.approx(float(row[3]) - exact, abs=2e-4)  # each rounded
     assert rows[3][5] == "100.0%"  # int8 with 10 x 10 candidates of 300 passages: all of them
+    # the same encoder named by --synthetic-model (as MiniLM would be on a GPU) gives the same
+    # rows, and the workdir gains no word encoder of its own
+    again = tmp_path / "named.json"
+    named = [*argv, "--workdir", str(tmp_path / "named"), "--multipliers", "1"]
+    assert quantized.main([*named, "--synthetic-model", str(encoder), "--json", str(again)]) == 0
+    assert not list((tmp_path / "named").glob("word-encoder*"))
+    rows_again = rt.load_json(again)["tables"]["quantized-synthetic"]["rows"]
+    assert rows_again == [rows[i] for i in (0, 1, 4, 7)]  # exact, int8 x1, binary x1, the IVF
