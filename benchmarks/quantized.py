@@ -53,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 import results_json  # benchmarks/results_json.py, beside this script
-from bm25 import zipf_cdf
+from bm25 import vocabulary, zipf_cdf
 from child import fastest_in_turns, run_child
 
 SHARD = 65_536
@@ -182,13 +182,13 @@ def word_encoder(folder: Path, seed: int, dim: int) -> Path:
     the sum of the shared words' IDF weighted by their counts, over the texts' norms. A
     sentence-transformers model (``StaticEmbedding``) that dapr's ``dense`` loads by path; it
     encodes millions of passages in minutes on a CPU, where MiniLM takes hours."""
-    from scale import WORDS, Synthetic
+    from scale import WORDS
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.models import Normalize, StaticEmbedding
     from tokenizers import Tokenizer, normalizers, pre_tokenizers
     from tokenizers.models import WordLevel
 
-    words = Synthetic(1, 1, seed).vocab.tolist()
+    words = vocabulary(WORDS, seed).tolist()  # the generator's own, word for word
     tokens = {"[UNK]": 0, **{word: n + 1 for n, word in enumerate(words)}}
     tokenizer = Tokenizer(WordLevel(tokens, unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.Lowercase()  # titles are capitalised, queries are not
